@@ -1,0 +1,186 @@
+"""One normaliser for every source's spelling of an identifier.
+
+Every entity id in medkg is a CURIE such as ``HP:0001250``, ``OMIM:154700``, ``ORPHA:558``,
+``DOID:14330``, ``MESH:D008382``, ``DRUGBANK:DB00945``, ``NCBIGene:4313``, ``UMLS:C0024796`` or
+``PMID:31675180``. Sources spell these in many ways (``MIM:154700``, ``Orphanet:558``,
+``ORDO:558``, ``Gene::4313``, ``Disease::DOID:14330``, ``DB00945``, ``MSH:D008382``,
+``UMLS_CUI:C0024796``, OBO PURLs ...); :func:`normalize_curie` turns all of them into one form.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["CurieError", "normalize_curie", "try_normalize_curie", "curie_prefix"]
+
+
+class CurieError(ValueError):
+    """An identifier that cannot be read as a CURIE."""
+
+
+# Alternative prefix spellings (compared case-insensitively) -> canonical prefix.
+_PREFIX_ALIASES: dict[str, str] = {
+    "hp": "HP",
+    "hpo": "HP",
+    "omim": "OMIM",
+    "mim": "OMIM",
+    "omimps": "OMIMPS",
+    "orpha": "ORPHA",
+    "orphanet": "ORPHA",
+    "ordo": "ORPHA",
+    "doid": "DOID",
+    "mondo": "MONDO",
+    "decipher": "DECIPHER",
+    "mesh": "MESH",
+    "msh": "MESH",
+    "umls": "UMLS",
+    "umls_cui": "UMLS",
+    "cui": "UMLS",
+    "ncbigene": "NCBIGene",
+    "entrezgene": "NCBIGene",
+    "entrez": "NCBIGene",
+    "geneid": "NCBIGene",
+    "ncbi_gene": "NCBIGene",
+    "drugbank": "DRUGBANK",
+    "pmid": "PMID",
+    "pubmed": "PMID",
+    "hgnc": "HGNC",
+    "ensembl": "ENSEMBL",
+    "uniprotkb": "UniProtKB",
+    "uniprot": "UniProtKB",
+    "uberon": "UBERON",
+    "go": "GO",
+    "chebi": "CHEBI",
+    "ncit": "NCIT",
+    "nci": "NCIT",
+    "efo": "EFO",
+    "icd10cm": "ICD10CM",
+    "icd10": "ICD10CM",
+    "icd-10": "ICD10CM",
+    "icd9cm": "ICD9CM",
+    "icd9": "ICD9CM",
+    "icd-9": "ICD9CM",
+    "snomedct": "SNOMEDCT",
+    "snomedct_us": "SNOMEDCT",
+    "snomed": "SNOMEDCT",
+    "sctid": "SNOMEDCT",
+    "kegg": "KEGG",
+    "meddra": "MEDDRA",
+    "ndfrt": "NDFRT",
+    "doi": "DOI",
+}
+
+# Hetionet's ``Kind::identifier`` spelling: the kind names the namespace of a bare identifier.
+_HETIONET_KINDS: dict[str, str] = {
+    "gene": "NCBIGene",
+    "compound": "DRUGBANK",
+    "symptom": "MESH",
+    "side effect": "UMLS",
+    "pharmacologic class": "NDFRT",
+    "pathway": "PATHWAY",
+}
+
+# Prefixes whose local part is upper-cased (D008382, C0024796, DB00945).
+_UPPER_LOCAL = {"MESH", "UMLS", "DRUGBANK", "NDFRT"}
+# Prefixes whose local part is a plain number (leading '#', '%', '+', '*' and zero padding kept as given).
+_NUMERIC_LOCAL = {"OMIM", "ORPHA", "NCBIGene", "PMID"}
+
+_OBO_PURL = re.compile(r"^https?://purl\.obolibrary\.org/obo/([A-Za-z][A-Za-z0-9]*)_(\S+)$")
+_ORDO_IRI = re.compile(r"^https?://www\.orpha\.net/ORDO/Orphanet_(\d+)$")
+_BARE_DRUGBANK = re.compile(r"^DB\d{5}$", re.IGNORECASE)
+_UNDERSCORE_FORM = re.compile(r"^(Orphanet|HP|DOID|MONDO|UBERON|GO|CHEBI)_(\S+)$", re.IGNORECASE)
+_PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
+
+
+def curie_prefix(curie: str) -> str:
+    """The canonical prefix of an already normalised CURIE (``HP`` for ``HP:0001250``)."""
+    return curie.split(":", 1)[0]
+
+
+def _canonical_prefix(prefix: str) -> str:
+    alias = _PREFIX_ALIASES.get(prefix.lower())
+    if alias:
+        return alias
+    if not _PREFIX_RE.match(prefix):
+        raise CurieError(f"invalid CURIE prefix {prefix!r}")
+    return prefix.upper()
+
+
+def _canonical_local(prefix: str, local: str, original: str) -> str:
+    local = local.strip()
+    if not local:
+        raise CurieError(f"identifier {original!r} has an empty local part")
+    if prefix in _NUMERIC_LOCAL:
+        digits = local.lstrip("#%+*^")
+        if prefix == "ORPHA" and digits.lower().startswith("orphanet_"):
+            digits = digits[len("orphanet_"):]
+        if not digits.isdigit():
+            raise CurieError(f"identifier {original!r}: {prefix} ids are numeric")
+        return digits
+    if prefix in _UPPER_LOCAL:
+        return local.upper()
+    if any(ch.isspace() for ch in local):
+        raise CurieError(f"identifier {original!r} contains white space")
+    return local
+
+
+def normalize_curie(value: str, default_prefix: str | None = None) -> str:
+    """Return the canonical CURIE for ``value``.
+
+    ``default_prefix`` applies to a bare local id (``"4313"`` with ``default_prefix="NCBIGene"``).
+    Raises :class:`CurieError` with the offending value when it cannot be read.
+    """
+    if not isinstance(value, str):
+        raise CurieError(f"identifier must be a string, got {type(value).__name__}")
+    original = value
+    value = value.strip()
+    if not value:
+        raise CurieError("empty identifier")
+
+    m = _OBO_PURL.match(value)
+    if m:
+        value = f"{m.group(1)}:{m.group(2)}"
+    m = _ORDO_IRI.match(value)
+    if m:
+        return f"ORPHA:{m.group(1)}"
+
+    # Hetionet: Kind::identifier (identifier may itself be a CURIE such as DOID:9352).
+    if "::" in value:
+        kind, _, rest = value.partition("::")
+        kind_key = kind.strip().lower()
+        rest = rest.strip()
+        if not rest:
+            raise CurieError(f"identifier {original!r} has nothing after '::'")
+        if ":" in rest:
+            return normalize_curie(rest)
+        namespace = _HETIONET_KINDS.get(kind_key)
+        if namespace is None:
+            raise CurieError(f"identifier {original!r}: unknown kind {kind.strip()!r} for a bare id")
+        return normalize_curie(f"{namespace}:{rest}")
+
+    m = _UNDERSCORE_FORM.match(value)
+    if m and ":" not in value:
+        value = f"{m.group(1)}:{m.group(2)}"
+
+    if ":" not in value:
+        if _BARE_DRUGBANK.match(value):
+            return f"DRUGBANK:{value.upper()}"
+        if default_prefix:
+            prefix = _canonical_prefix(default_prefix)
+            return f"{prefix}:{_canonical_local(prefix, value, original)}"
+        raise CurieError(f"identifier {original!r} has no prefix (expected PREFIX:local, e.g. HP:0001250)")
+
+    prefix, _, local = value.partition(":")
+    prefix = _canonical_prefix(prefix.strip())
+    # MeSH descriptors are sometimes written MESH:MESH:D0001 or MSH:D0001; strip a repeated prefix.
+    if ":" in local and _canonical_prefix(local.split(":", 1)[0]) == prefix:
+        local = local.split(":", 1)[1]
+    return f"{prefix}:{_canonical_local(prefix, local, original)}"
+
+
+def try_normalize_curie(value: str, default_prefix: str | None = None) -> str | None:
+    """Like :func:`normalize_curie` but returns ``None`` for what cannot be read."""
+    try:
+        return normalize_curie(value, default_prefix)
+    except CurieError:
+        return None

@@ -1,0 +1,497 @@
+"""The GraphStore protocol and the database-independent half of every adapter.
+
+An adapter implements a handful of primitives (fetch, insert, update, expand, path candidates,
+stats, transactions) in its own Cypher dialect; :class:`BaseGraphStore` turns them into the public
+operations so that both adapters give the same answers to the same calls:
+
+* upserts are idempotent: an entity is merged with what is stored (lists are unions); a relation
+  has one *current* edge per ``(subject, type, object, source)`` key. Re-stating it unchanged does
+  nothing, re-stating it with new evidence updates it in place, and contradicting it (the
+  ``negated`` flag flips) invalidates the stored edge (sets ``valid_to``) and adds a new one. Edges
+  are never deleted by an upsert.
+* "current" queries see only edges whose ``valid_to`` is null; history stays queryable.
+* paths are simple, undirected, bounded by ``max_hops`` hops that are not ``SAME_AS`` (up to
+  ``free_same_as`` ``SAME_AS`` hops come free), ordered by cost, length, then node ids.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from kg.curie import normalize_curie
+from kg.model import (
+    SAME_AS,
+    Direction,
+    Entity,
+    GraphPath,
+    GraphStats,
+    Neighbour,
+    Relation,
+    Subgraph,
+    WriteSummary,
+    format_time,
+    name_key,
+    utc_now,
+)
+
+__all__ = ["GraphStore", "BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable"]
+
+
+class GraphStoreError(RuntimeError):
+    """A graph-store operation failed."""
+
+
+class GraphStoreUnavailable(GraphStoreError):
+    """The store cannot be reached or opened (server down, wrong credentials, locked data dir)."""
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    backend: str
+
+    def upsert_entities(self, entities: Iterable[Entity]) -> WriteSummary: ...
+    def upsert_relations(self, relations: Iterable[Relation]) -> WriteSummary: ...
+    def get_entity(self, entity_id: str) -> Entity | None: ...
+    def get_entities(self, entity_ids: Iterable[str]) -> dict[str, Entity]: ...
+    def find_entities(self, name: str, category: str | None = None, limit: int = 20) -> list[Entity]: ...
+    def neighbours(
+        self,
+        entity_id: str,
+        rel_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        include_invalid: bool = False,
+        limit: int = 1000,
+    ) -> list[Neighbour]: ...
+    def neighbourhood(
+        self, entity_id: str, hops: int = 2, rel_types: Sequence[str] | None = None, limit: int = 1000
+    ) -> Subgraph: ...
+    def paths(
+        self,
+        source: str,
+        target: str,
+        max_hops: int = 3,
+        rel_types: Sequence[str] | None = None,
+        limit: int = 10,
+        free_same_as: int = 2,
+    ) -> list[GraphPath]: ...
+    def relations(
+        self,
+        subject: str | None = None,
+        object: str | None = None,
+        type: str | None = None,
+        include_invalid: bool = True,
+        limit: int = 1000,
+    ) -> list[Relation]: ...
+    def invalidate(
+        self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
+    ) -> int: ...
+    def stats(self) -> GraphStats: ...
+    def batch(self) -> Any: ...
+    def clear(self) -> None: ...
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# Row conversion shared by the adapters: both stores keep the same flat property set.
+
+def entity_to_row(entity: Entity, now: str) -> dict[str, Any]:
+    return {
+        "id": entity.id,
+        "name": entity.name,
+        "name_key": name_key(entity.name),
+        "category": entity.category,
+        "synonyms": list(entity.synonyms),
+        "synonym_keys": sorted({name_key(s) for s in entity.synonyms}),
+        "description": entity.description,
+        "xrefs": list(entity.xrefs),
+        "sources": list(entity.sources),
+        "created_at": format_time(entity.created_at) if entity.created_at else now,
+    }
+
+
+def row_to_entity(row: dict[str, Any]) -> Entity:
+    return Entity.model_validate(
+        {
+            "id": row["id"],
+            "name": row["name"],
+            "category": row.get("category") or "Concept",
+            "synonyms": row.get("synonyms") or [],
+            "description": row.get("description"),
+            "xrefs": row.get("xrefs") or [],
+            "sources": row.get("sources") or [],
+            "created_at": row.get("created_at"),
+        }
+    )
+
+
+def relation_to_row(rel: Relation, now: str) -> dict[str, Any]:
+    return {
+        "key": rel.key,
+        "type": rel.type,
+        "subject": rel.subject,
+        "object": rel.object,
+        "source": rel.source,
+        "evidence": json.dumps(rel.evidence, sort_keys=True, ensure_ascii=False, default=str),
+        "confidence": rel.confidence,
+        "negated": rel.negated,
+        "valid_from": format_time(rel.valid_from) if rel.valid_from else now,
+        "valid_to": format_time(rel.valid_to) if rel.valid_to else None,
+    }
+
+
+def row_to_relation(row: dict[str, Any]) -> Relation:
+    evidence = row.get("evidence")
+    return Relation.model_validate(
+        {
+            "subject": row["subject"],
+            "type": row["type"],
+            "object": row["object"],
+            "source": row.get("source") or "",
+            "evidence": json.loads(evidence) if evidence else {},
+            "confidence": row.get("confidence"),
+            "negated": bool(row.get("negated")),
+            "valid_from": row.get("valid_from"),
+            "valid_to": row.get("valid_to"),
+        }
+    )
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _relation_order(rel: Relation) -> tuple[str, str]:
+    return (rel.key, format_time(rel.valid_from) if rel.valid_from else "")
+
+
+class BaseGraphStore(ABC):
+    """Database-independent logic; subclasses supply the primitives below."""
+
+    backend: str = "abstract"
+
+    def __init__(self, batch_size: int = 5000, path_candidate_cap: int = 5000) -> None:
+        self.batch_size = batch_size
+        self.path_candidate_cap = path_candidate_cap
+        self._batch_depth = 0
+
+    # ---- primitives --------------------------------------------------------------------------
+    @abstractmethod
+    def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]: ...
+    @abstractmethod
+    def _insert_entities(self, rows: Sequence[dict[str, Any]]) -> None: ...
+    @abstractmethod
+    def _update_entities(self, rows: Sequence[dict[str, Any]]) -> None: ...
+    @abstractmethod
+    def _existing_ids(self, ids: Sequence[str]) -> set[str]: ...
+    @abstractmethod
+    def _find_by_key(self, key: str, category: str | None, limit: int) -> list[dict[str, Any]]: ...
+    @abstractmethod
+    def _current_relations(self, rels: Sequence[Relation]) -> list[dict[str, Any]]:
+        """Current stored edges whose key equals the key of one of ``rels``."""
+    @abstractmethod
+    def _write_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Make each row the current edge of its key (replacing the current one, if any)."""
+    @abstractmethod
+    def _invalidate_keys(self, rels: Sequence[Relation], at: str) -> int: ...
+    @abstractmethod
+    def _expand(
+        self,
+        ids: Sequence[str],
+        rel_types: Sequence[str] | None,
+        direction: Direction,
+        include_invalid: bool,
+        limit: int,
+    ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """``(from_id, relation row, neighbour entity row)`` ordered by from id, type, neighbour, key."""
+    @abstractmethod
+    def _path_candidates(
+        self, source: str, target: str, max_length: int, rel_types: Sequence[str] | None, cap: int
+    ) -> list[tuple[list[str], list[dict[str, Any]]]]:
+        """Up to ``cap`` undirected paths of 1..max_length hops over current, non-negated edges."""
+    @abstractmethod
+    def _relation_rows(
+        self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
+    ) -> list[dict[str, Any]]: ...
+    @abstractmethod
+    def _stats(self) -> GraphStats: ...
+    @abstractmethod
+    def _begin(self) -> None: ...
+    @abstractmethod
+    def _commit(self) -> None: ...
+    @abstractmethod
+    def _rollback(self) -> None: ...
+    @abstractmethod
+    def clear(self) -> None:
+        """Remove every entity and relation (tests, re-initialisation)."""
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # ---- transactions ------------------------------------------------------------------------
+    @contextmanager
+    def batch(self) -> Iterator[BaseGraphStore]:
+        """One transaction: everything written inside commits together, or not at all.
+
+        Nested ``batch()`` blocks join the outer transaction. Each upsert call outside a batch
+        commits per ``batch_size`` chunk.
+        """
+        if self._batch_depth:
+            self._batch_depth += 1
+            try:
+                yield self
+            finally:
+                self._batch_depth -= 1
+            return
+        self._begin()
+        self._batch_depth = 1
+        try:
+            yield self
+        except BaseException:
+            self._batch_depth = 0
+            self._rollback()
+            raise
+        self._batch_depth = 0
+        self._commit()
+
+    def __enter__(self) -> BaseGraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- writes ------------------------------------------------------------------------------
+    def upsert_entities(self, entities: Iterable[Entity]) -> WriteSummary:
+        incoming: dict[str, Entity] = {}
+        for entity in entities:
+            prior = incoming.get(entity.id)
+            incoming[entity.id] = prior.merged_with(entity) if prior else entity
+        summary = WriteSummary()
+        items = list(incoming.values())
+        for chunk in _chunks(items, self.batch_size):
+            with self.batch():
+                summary += self._upsert_entity_chunk(chunk)
+        return summary
+
+    def _upsert_entity_chunk(self, chunk: Sequence[Entity]) -> WriteSummary:
+        now = format_time(utc_now())
+        stored = {row["id"]: row_to_entity(row) for row in self._fetch_entities([e.id for e in chunk])}
+        inserts, updates = [], []
+        unchanged = 0
+        for entity in chunk:
+            old = stored.get(entity.id)
+            if old is None:
+                inserts.append(entity_to_row(entity, now))
+                continue
+            merged = old.merged_with(entity)
+            if merged.same_content(old):
+                unchanged += 1
+            else:
+                updates.append(entity_to_row(merged, now))
+        if inserts:
+            self._insert_entities(inserts)
+        if updates:
+            self._update_entities(updates)
+        return WriteSummary(added=len(inserts), updated=len(updates), unchanged=unchanged)
+
+    def upsert_relations(self, relations: Iterable[Relation]) -> WriteSummary:
+        incoming: dict[str, Relation] = {}
+        for rel in relations:
+            incoming[rel.key] = rel  # within one call the last statement of a fact wins
+        summary = WriteSummary()
+        items = list(incoming.values())
+        for chunk in _chunks(items, self.batch_size):
+            with self.batch():
+                summary += self._upsert_relation_chunk(chunk)
+        return summary
+
+    def _upsert_relation_chunk(self, chunk: Sequence[Relation]) -> WriteSummary:
+        now_dt = utc_now()
+        now = format_time(now_dt)
+        present = self._existing_ids(sorted({r.subject for r in chunk} | {r.object for r in chunk}))
+        summary = WriteSummary()
+        valid = []
+        for rel in chunk:
+            if rel.subject not in present or rel.object not in present:
+                summary.skipped["endpoint not in graph"] = summary.skipped.get("endpoint not in graph", 0) + 1
+            elif rel.valid_to is not None:
+                summary.skipped["already invalid"] = summary.skipped.get("already invalid", 0) + 1
+            else:
+                valid.append(rel)
+        current = {row["key"]: row_to_relation(row) for row in self._current_relations(valid)} if valid else {}
+        writes: list[dict[str, Any]] = []
+        contradicted: list[Relation] = []
+        for rel in valid:
+            old = current.get(rel.key)
+            if old is None:
+                writes.append(relation_to_row(rel, now))
+                summary.added += 1
+            elif old.same_statement(rel):
+                summary.unchanged += 1
+            elif old.negated != rel.negated:
+                contradicted.append(old)
+                writes.append(relation_to_row(rel.model_copy(update={"valid_from": now_dt}), now))
+                summary.added += 1
+            else:
+                writes.append(relation_to_row(rel.model_copy(update={"valid_from": old.valid_from}), now))
+                summary.updated += 1
+        if contradicted:
+            summary.invalidated += self._invalidate_keys(contradicted, now)
+        if writes:
+            self._write_relations(writes)
+        return summary
+
+    def invalidate(
+        self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
+    ) -> int:
+        """End the current edge(s) ``subject -type-> object`` (of one source, or of all): set
+        ``valid_to``; the edges stay stored and visible to history queries."""
+        rows = self._relation_rows(normalize_curie(subject), normalize_curie(object), type, False, 1_000_000)
+        targets = [row_to_relation(r) for r in rows]
+        if source is not None:
+            targets = [r for r in targets if r.source == source]
+        if not targets:
+            return 0
+        with self.batch():
+            return self._invalidate_keys(targets, format_time(at or utc_now()))
+
+    # ---- reads -------------------------------------------------------------------------------
+    def get_entity(self, entity_id: str) -> Entity | None:
+        return self.get_entities([entity_id]).get(normalize_curie(entity_id))
+
+    def get_entities(self, entity_ids: Iterable[str]) -> dict[str, Entity]:
+        ids = sorted({normalize_curie(i) for i in entity_ids})
+        found: dict[str, Entity] = {}
+        for chunk in _chunks(ids, self.batch_size):
+            for row in self._fetch_entities(chunk):
+                entity = row_to_entity(row)
+                found[entity.id] = entity
+        return found
+
+    def find_entities(self, name: str, category: str | None = None, limit: int = 20) -> list[Entity]:
+        """Entities whose name or a synonym equals ``name`` (case and white space ignored)."""
+        key = name_key(name)
+        if not key:
+            return []
+        return [row_to_entity(r) for r in self._find_by_key(key, category, limit)]
+
+    def neighbours(
+        self,
+        entity_id: str,
+        rel_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        include_invalid: bool = False,
+        limit: int = 1000,
+    ) -> list[Neighbour]:
+        if direction not in ("out", "in", "both"):
+            raise ValueError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        entity_id = normalize_curie(entity_id)
+        rows = self._expand([entity_id], _types(rel_types), direction, include_invalid, limit)
+        result = []
+        for _from_id, rel_row, ent_row in rows:
+            rel = row_to_relation(rel_row)
+            result.append(
+                Neighbour(entity=row_to_entity(ent_row), relation=rel,
+                          direction="out" if rel.subject == entity_id else "in")
+            )
+        return result
+
+    def neighbourhood(
+        self, entity_id: str, hops: int = 2, rel_types: Sequence[str] | None = None, limit: int = 1000
+    ) -> Subgraph:
+        """The current edges within ``hops`` of ``entity_id`` (breadth first, at most ``limit``)."""
+        if not 1 <= hops <= 5:
+            raise ValueError("hops must be between 1 and 5")
+        centre = self.get_entity(entity_id)
+        if centre is None:
+            return Subgraph(entities=[], relations=[])
+        entities = {centre.id: centre}
+        edges: dict[tuple[str, str], Relation] = {}
+        frontier = [centre.id]
+        for _ in range(hops):
+            if not frontier or len(edges) >= limit:
+                break
+            nxt: list[str] = []
+            for _from_id, rel_row, ent_row in self._expand(frontier, _types(rel_types), "both", False,
+                                                           limit - len(edges)):
+                rel = row_to_relation(rel_row)
+                edges.setdefault(_relation_order(rel), rel)
+                ent = row_to_entity(ent_row)
+                if ent.id not in entities:
+                    entities[ent.id] = ent
+                    nxt.append(ent.id)
+            frontier = nxt
+        return Subgraph(
+            entities=[entities[k] for k in sorted(entities)],
+            relations=[edges[k] for k in sorted(edges)][:limit],
+        )
+
+    def paths(
+        self,
+        source: str,
+        target: str,
+        max_hops: int = 3,
+        rel_types: Sequence[str] | None = None,
+        limit: int = 10,
+        free_same_as: int = 2,
+    ) -> list[GraphPath]:
+        """Simple paths between two entities over current edges, in either direction. Negated
+        edges (``NOT`` annotations) are facts, not connections: paths never cross them.
+
+        A path may have at most ``max_hops`` hops that are not ``SAME_AS`` plus at most
+        ``free_same_as`` ``SAME_AS`` hops. ``rel_types`` restricts the other hops.
+        """
+        if not 1 <= max_hops <= 6 or not 0 <= free_same_as <= 3:
+            raise ValueError("max_hops must be 1..6 and free_same_as 0..3")
+        source, target = normalize_curie(source), normalize_curie(target)
+        if source == target:
+            return []
+        types = _types(rel_types)
+        if types is not None:
+            types = sorted(set(types) | {SAME_AS})
+        found: dict[tuple[str, ...], GraphPath] = {}
+        for nodes, rel_rows in self._path_candidates(source, target, max_hops + free_same_as, types,
+                                                     self.path_candidate_cap):
+            if len(set(nodes)) != len(nodes):
+                continue
+            path = GraphPath(nodes=nodes, relations=[row_to_relation(r) for r in rel_rows])
+            if path.cost > max_hops or path.length - path.cost > free_same_as:
+                continue
+            found.setdefault(tuple(nodes) + tuple(r.key for r in path.relations), path)
+        ordered = sorted(found.items(), key=lambda kv: (kv[1].cost, kv[1].length, kv[0]))
+        return [p for _, p in ordered[:limit]]
+
+    def relations(
+        self,
+        subject: str | None = None,
+        object: str | None = None,
+        type: str | None = None,
+        include_invalid: bool = True,
+        limit: int = 1000,
+    ) -> list[Relation]:
+        """Edges by subject and/or object (and type), history included unless told otherwise."""
+        if subject is None and object is None:
+            raise ValueError("give a subject, an object or both")
+        rows = self._relation_rows(
+            normalize_curie(subject) if subject else None,
+            normalize_curie(object) if object else None,
+            type,
+            include_invalid,
+            limit,
+        )
+        return [row_to_relation(r) for r in rows]
+
+    def stats(self) -> GraphStats:
+        return self._stats()
+
+
+def _types(rel_types: Sequence[str] | None) -> list[str] | None:
+    if rel_types is None:
+        return None
+    if isinstance(rel_types, str):
+        rel_types = [rel_types]
+    return sorted(set(rel_types))

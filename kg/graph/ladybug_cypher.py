@@ -1,0 +1,103 @@
+"""Every Cypher statement the Ladybug adapter runs (Ladybug's dialect: typed tables, walk semantics).
+
+Values always travel as parameters. The only text assembled from pieces is the choice between
+fixed fragments below (direction arrows, optional filters) and the integer path length, which
+Ladybug's grammar wants as a literal.
+"""
+
+ENTITY_COLUMNS = (
+    "id", "name", "name_key", "category", "synonyms", "synonym_keys",
+    "description", "xrefs", "sources", "created_at",
+)
+RELATION_COLUMNS = (
+    "key", "type", "subject", "object", "source", "evidence", "confidence", "negated", "valid_from", "valid_to",
+)
+
+SCHEMA = [
+    """CREATE NODE TABLE IF NOT EXISTS Entity(
+        id STRING PRIMARY KEY, name STRING, name_key STRING, category STRING,
+        synonyms STRING[], synonym_keys STRING[], description STRING,
+        xrefs STRING[], sources STRING[], created_at STRING)""",
+    """CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity,
+        key STRING, type STRING, subject STRING, object STRING, source STRING, evidence STRING,
+        confidence DOUBLE, negated BOOLEAN, valid_from STRING, valid_to STRING)""",
+]
+
+FETCH_ENTITIES = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e"
+
+EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"
+
+COPY_ENTITIES = "COPY Entity FROM $table"
+
+UPDATE_ENTITIES = """
+UNWIND $rows AS row
+MATCH (e:Entity {id: row.id})
+SET e.name = row.name, e.name_key = row.name_key, e.category = row.category,
+    e.synonyms = row.synonyms, e.synonym_keys = row.synonym_keys, e.description = row.description,
+    e.xrefs = row.xrefs, e.sources = row.sources
+"""
+
+FIND_BY_KEY = """
+MATCH (e:Entity)
+WHERE (e.name_key = $key OR list_contains(e.synonym_keys, $key)) {category_filter}
+RETURN e ORDER BY e.id LIMIT $limit
+"""
+CATEGORY_FILTER = "AND e.category = $category"
+
+CURRENT_BY_KEY = """
+UNWIND $rows AS row
+MATCH (a:Entity {id: row.subject})-[r:Rel]->(b:Entity {id: row.object})
+WHERE r.key = row.key AND r.valid_to IS NULL
+RETURN r
+"""
+
+DELETE_CURRENT_BY_KEY = """
+UNWIND $rows AS row
+MATCH (a:Entity {id: row.subject})-[r:Rel]->(b:Entity {id: row.object})
+WHERE r.key = row.key AND r.valid_to IS NULL
+DELETE r
+"""
+
+COPY_RELATIONS = "COPY Rel FROM $table"
+
+INVALIDATE_BY_KEY = """
+UNWIND $rows AS row
+MATCH (a:Entity {id: row.subject})-[r:Rel]->(b:Entity {id: row.object})
+WHERE r.key = row.key AND r.valid_to IS NULL
+SET r.valid_to = $at
+RETURN count(r)
+"""
+
+# Direction fragments for EXPAND: (frontier)-[r]-(neighbour).
+DIRECTIONS = {"out": ("-", "->"), "in": ("<-", "-"), "both": ("-", "-")}
+EXPAND = """
+UNWIND $ids AS i
+MATCH (a:Entity {{id: i}}){left}[r:Rel]{right}(b:Entity)
+WHERE {filters}
+RETURN a.id, r, b ORDER BY a.id, r.type, b.id, r.key, r.valid_from LIMIT $limit
+"""
+CURRENT_FILTER = "r.valid_to IS NULL"
+ASSERTED_FILTER = "r.negated = false"
+TYPE_FILTER = "list_contains($types, r.type)"
+TRUE_FILTER = "true"
+
+PATHS = """
+MATCH p = (a:Entity {{id: $source}})-[:Rel*1..{max_length} (r, n | WHERE {rel_filter})]-(b:Entity {{id: $target}})
+WHERE is_acyclic(p)
+RETURN properties(nodes(p), 'id'), rels(p)
+LIMIT $cap
+"""
+
+RELATIONS_BY_ENDPOINTS = """
+MATCH (a:Entity)-[r:Rel]->(b:Entity)
+WHERE {filters}
+RETURN r ORDER BY r.key, r.valid_from LIMIT $limit
+"""
+SUBJECT_FILTER = "a.id = $subject"
+OBJECT_FILTER = "b.id = $object"
+RELTYPE_FILTER = "r.type = $type"
+
+COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
+COUNT_RELATIONS_BY_TYPE = "MATCH ()-[r:Rel]->() RETURN r.type, r.valid_to IS NULL, count(*)"
+
+CLEAR = ["MATCH ()-[r:Rel]->() DELETE r", "MATCH (e:Entity) DELETE e"]

