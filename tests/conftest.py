@@ -1,0 +1,68 @@
+"""Shared fixtures: real stores only. The Neo4j adapter runs against the server named by
+``MEDKG_NEO4J_URI`` (started by ``.ci/neo4j.sh start``); in CI (``CI=true``) its absence fails the
+run instead of skipping, so the contract is always proven on both backends there."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kg.graph.base import BaseGraphStore
+from kg.graph.ladybug_store import LadybugGraphStore
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def neo4j_settings() -> dict[str, str] | None:
+    uri = os.environ.get("MEDKG_NEO4J_URI")
+    if not uri:
+        return None
+    return {
+        "uri": uri,
+        "user": os.environ.get("MEDKG_NEO4J_USER", "neo4j"),
+        "password": os.environ.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
+        "database": os.environ.get("MEDKG_NEO4J_DATABASE", "neo4j"),
+    }
+
+
+def require_neo4j() -> dict[str, str]:
+    settings = neo4j_settings()
+    if settings is None:
+        message = "MEDKG_NEO4J_URI is not set: start Neo4j with `.ci/neo4j.sh start && . .neo4j/env`"
+        if IN_CI:
+            pytest.fail("CI must run the Neo4j tests, but " + message)
+        pytest.skip(message)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def _neo4j_store() -> Iterator[BaseGraphStore]:
+    from kg.graph.neo4j_store import Neo4jGraphStore
+
+    store = Neo4jGraphStore(**require_neo4j(), batch_size=2000)
+    yield store
+    store.clear()
+    store.close()
+
+
+def open_ladybug(path: Path) -> LadybugGraphStore:
+    # Small, explicit limits: many test databases are open during one run.
+    return LadybugGraphStore(path / "graph.lbug", buffer_pool_mb=128, max_db_size_gb=2, batch_size=2000)
+
+
+@pytest.fixture(params=["ladybug", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseGraphStore]:
+    """An empty graph store of each backend."""
+    if request.param == "ladybug":
+        s = open_ladybug(tmp_path)
+        yield s
+        s.close()
+    else:
+        s = request.getfixturevalue("_neo4j_store")
+        s.clear()
+        yield s
+        s.clear()
