@@ -113,7 +113,7 @@ def _canonical_local(prefix: str, local: str, original: str) -> str:
     if prefix in _NUMERIC_LOCAL:
         digits = local.lstrip("#%+*^")
         if prefix == "ORPHA" and digits.lower().startswith("orphanet_"):
-            digits = digits[len("orphanet_"):]
+            digits = digits[len("orphanet_") :]
         if not digits.isdigit():
             raise CurieError(f"identifier {original!r}: {prefix} ids are numeric")
         return digits

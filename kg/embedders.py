@@ -75,7 +75,10 @@ class TextEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         vectors = self._load().encode(
-            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+            texts,
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)

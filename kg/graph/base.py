@@ -99,6 +99,7 @@ class GraphStore(Protocol):
 # ---------------------------------------------------------------------------------------------
 # Row conversion shared by the adapters: both stores keep the same flat property set.
 
+
 def entity_to_row(entity: Entity, now: str) -> dict[str, Any]:
     return {
         "id": entity.id,
@@ -194,9 +195,15 @@ class BaseGraphStore(ABC):
     @abstractmethod
     def _current_relations(self, rels: Sequence[Relation]) -> list[dict[str, Any]]:
         """Current stored edges whose key equals the key of one of ``rels``."""
+
     @abstractmethod
-    def _write_relations(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Make each row the current edge of its key (replacing the current one, if any)."""
+    def _create_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Add edges for keys that have no current edge."""
+
+    @abstractmethod
+    def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Make each row the current edge of its key, in place of the current one."""
+
     @abstractmethod
     def _invalidate_keys(self, rels: Sequence[Relation], at: str) -> int: ...
     @abstractmethod
@@ -209,11 +216,13 @@ class BaseGraphStore(ABC):
         limit: int,
     ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
         """``(from_id, relation row, neighbour entity row)`` ordered by from id, type, neighbour, key."""
+
     @abstractmethod
     def _path_candidates(
         self, source: str, target: str, max_length: int, rel_types: Sequence[str] | None, cap: int
     ) -> list[tuple[list[str], list[dict[str, Any]]]]:
         """Up to ``cap`` undirected paths of 1..max_length hops over current, non-negated edges."""
+
     @abstractmethod
     def _relation_rows(
         self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
@@ -229,6 +238,7 @@ class BaseGraphStore(ABC):
     @abstractmethod
     def clear(self) -> None:
         """Remove every entity and relation (tests, re-initialisation)."""
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -323,26 +333,28 @@ class BaseGraphStore(ABC):
             else:
                 valid.append(rel)
         current = {row["key"]: row_to_relation(row) for row in self._current_relations(valid)} if valid else {}
-        writes: list[dict[str, Any]] = []
+        creates: list[dict[str, Any]] = []
+        replaces: list[dict[str, Any]] = []
         contradicted: list[Relation] = []
         for rel in valid:
             old = current.get(rel.key)
             if old is None:
-                writes.append(relation_to_row(rel, now))
-                summary.added += 1
+                creates.append(relation_to_row(rel, now))
             elif old.same_statement(rel):
                 summary.unchanged += 1
-            elif old.negated != rel.negated:
+            elif old.negated != rel.negated:  # a contradiction: end the old fact, start the new one
                 contradicted.append(old)
-                writes.append(relation_to_row(rel.model_copy(update={"valid_from": now_dt}), now))
-                summary.added += 1
-            else:
-                writes.append(relation_to_row(rel.model_copy(update={"valid_from": old.valid_from}), now))
-                summary.updated += 1
+                creates.append(relation_to_row(rel.model_copy(update={"valid_from": now_dt}), now))
+            else:  # same fact, new evidence: update in place, keep when it became valid
+                replaces.append(relation_to_row(rel.model_copy(update={"valid_from": old.valid_from}), now))
         if contradicted:
             summary.invalidated += self._invalidate_keys(contradicted, now)
-        if writes:
-            self._write_relations(writes)
+        if creates:
+            self._create_relations(creates)
+        if replaces:
+            self._replace_relations(replaces)
+        summary.added += len(creates)
+        summary.updated += len(replaces)
         return summary
 
     def invalidate(
@@ -395,8 +407,9 @@ class BaseGraphStore(ABC):
         for _from_id, rel_row, ent_row in rows:
             rel = row_to_relation(rel_row)
             result.append(
-                Neighbour(entity=row_to_entity(ent_row), relation=rel,
-                          direction="out" if rel.subject == entity_id else "in")
+                Neighbour(
+                    entity=row_to_entity(ent_row), relation=rel, direction="out" if rel.subject == entity_id else "in"
+                )
             )
         return result
 
@@ -416,8 +429,9 @@ class BaseGraphStore(ABC):
             if not frontier or len(edges) >= limit:
                 break
             nxt: list[str] = []
-            for _from_id, rel_row, ent_row in self._expand(frontier, _types(rel_types), "both", False,
-                                                           limit - len(edges)):
+            for _from_id, rel_row, ent_row in self._expand(
+                frontier, _types(rel_types), "both", False, limit - len(edges)
+            ):
                 rel = row_to_relation(rel_row)
                 edges.setdefault(_relation_order(rel), rel)
                 ent = row_to_entity(ent_row)
@@ -454,8 +468,9 @@ class BaseGraphStore(ABC):
         if types is not None:
             types = sorted(set(types) | {SAME_AS})
         found: dict[tuple[str, ...], GraphPath] = {}
-        for nodes, rel_rows in self._path_candidates(source, target, max_hops + free_same_as, types,
-                                                     self.path_candidate_cap):
+        for nodes, rel_rows in self._path_candidates(
+            source, target, max_hops + free_same_as, types, self.path_candidate_cap
+        ):
             if len(set(nodes)) != len(nodes):
                 continue
             path = GraphPath(nodes=nodes, relations=[row_to_relation(r) for r in rel_rows])

@@ -3,15 +3,46 @@
 Values always travel as parameters. The only text assembled from pieces is the choice between
 fixed fragments below (direction arrows, optional filters) and the integer path length, which
 Ladybug's grammar wants as a literal.
+
+Measured on ladybug 0.22 (5k entities / 20k relations): ``WHERE e.id IN $ids`` answers in ~1 ms
+where ``UNWIND $ids AS i MATCH (e {id: i})`` takes ~30 ms even for one id, and returning named
+columns is ~3x faster than returning whole node/relationship values, so every read below filters
+with ``IN`` and projects columns.
 """
 
 ENTITY_COLUMNS = (
-    "id", "name", "name_key", "category", "synonyms", "synonym_keys",
-    "description", "xrefs", "sources", "created_at",
+    "id",
+    "name",
+    "name_key",
+    "category",
+    "synonyms",
+    "synonym_keys",
+    "description",
+    "xrefs",
+    "sources",
+    "created_at",
 )
 RELATION_COLUMNS = (
-    "key", "type", "subject", "object", "source", "evidence", "confidence", "negated", "valid_from", "valid_to",
+    "key",
+    "type",
+    "subject",
+    "object",
+    "source",
+    "evidence",
+    "confidence",
+    "negated",
+    "valid_from",
+    "valid_to",
 )
+
+
+def _project(var: str, columns: tuple[str, ...]) -> str:
+    return ", ".join(f"{var}.{c}" for c in columns)
+
+
+E = _project("e", ENTITY_COLUMNS)
+B = _project("b", ENTITY_COLUMNS)
+R = _project("r", RELATION_COLUMNS)
 
 SCHEMA = [
     """CREATE NODE TABLE IF NOT EXISTS Entity(
@@ -23,11 +54,11 @@ SCHEMA = [
         confidence DOUBLE, negated BOOLEAN, valid_from STRING, valid_to STRING)""",
 ]
 
-FETCH_ENTITIES = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e"
+FETCH_ENTITIES = f"MATCH (e:Entity) WHERE e.id IN $ids RETURN {E}"
 
-EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"
+EXISTING_IDS = "MATCH (e:Entity) WHERE e.id IN $ids RETURN e.id"
 
-COPY_ENTITIES = "COPY Entity FROM $table"
+COPY_ENTITIES = "COPY Entity FROM arrow_table"
 
 UPDATE_ENTITIES = """
 UNWIND $rows AS row
@@ -37,44 +68,41 @@ SET e.name = row.name, e.name_key = row.name_key, e.category = row.category,
     e.xrefs = row.xrefs, e.sources = row.sources
 """
 
-FIND_BY_KEY = """
+FIND_BY_KEY = f"""
 MATCH (e:Entity)
-WHERE (e.name_key = $key OR list_contains(e.synonym_keys, $key)) {category_filter}
-RETURN e ORDER BY e.id LIMIT $limit
+WHERE (e.name_key = $key OR list_contains(e.synonym_keys, $key)) {{category_filter}}
+RETURN {E} ORDER BY e.id LIMIT $limit
 """
 CATEGORY_FILTER = "AND e.category = $category"
 
-CURRENT_BY_KEY = """
-UNWIND $rows AS row
-MATCH (a:Entity {id: row.subject})-[r:Rel]->(b:Entity {id: row.object})
-WHERE r.key = row.key AND r.valid_to IS NULL
-RETURN r
+# Current out-edges of the given subjects; the caller keeps those whose key it asked for.
+CURRENT_OF_SUBJECTS = f"""
+MATCH (a:Entity)-[r:Rel]->(b:Entity)
+WHERE a.id IN $subjects AND r.valid_to IS NULL
+RETURN {R}
 """
 
 DELETE_CURRENT_BY_KEY = """
-UNWIND $rows AS row
-MATCH (a:Entity {id: row.subject})-[r:Rel]->(b:Entity {id: row.object})
-WHERE r.key = row.key AND r.valid_to IS NULL
+MATCH (a:Entity)-[r:Rel]->(b:Entity)
+WHERE a.id IN $subjects AND r.valid_to IS NULL AND list_contains($keys, r.key)
 DELETE r
 """
 
-COPY_RELATIONS = "COPY Rel FROM $table"
+COPY_RELATIONS = "COPY Rel FROM arrow_table"
 
 INVALIDATE_BY_KEY = """
-UNWIND $rows AS row
-MATCH (a:Entity {id: row.subject})-[r:Rel]->(b:Entity {id: row.object})
-WHERE r.key = row.key AND r.valid_to IS NULL
+MATCH (a:Entity)-[r:Rel]->(b:Entity)
+WHERE a.id IN $subjects AND r.valid_to IS NULL AND list_contains($keys, r.key)
 SET r.valid_to = $at
 RETURN count(r)
 """
 
 # Direction fragments for EXPAND: (frontier)-[r]-(neighbour).
 DIRECTIONS = {"out": ("-", "->"), "in": ("<-", "-"), "both": ("-", "-")}
-EXPAND = """
-UNWIND $ids AS i
-MATCH (a:Entity {{id: i}}){left}[r:Rel]{right}(b:Entity)
-WHERE {filters}
-RETURN a.id, r, b ORDER BY a.id, r.type, b.id, r.key, r.valid_from LIMIT $limit
+EXPAND = f"""
+MATCH (a:Entity){{left}}[r:Rel]{{right}}(b:Entity)
+WHERE a.id IN $ids AND {{filters}}
+RETURN a.id, {R}, {B} ORDER BY a.id, r.type, b.id, r.key, r.valid_from LIMIT $limit
 """
 CURRENT_FILTER = "r.valid_to IS NULL"
 ASSERTED_FILTER = "r.negated = false"
@@ -88,10 +116,10 @@ RETURN properties(nodes(p), 'id'), rels(p)
 LIMIT $cap
 """
 
-RELATIONS_BY_ENDPOINTS = """
+RELATIONS_BY_ENDPOINTS = f"""
 MATCH (a:Entity)-[r:Rel]->(b:Entity)
-WHERE {filters}
-RETURN r ORDER BY r.key, r.valid_from LIMIT $limit
+WHERE {{filters}}
+RETURN {R} ORDER BY r.key, r.valid_from LIMIT $limit
 """
 SUBJECT_FILTER = "a.id = $subject"
 OBJECT_FILTER = "b.id = $object"

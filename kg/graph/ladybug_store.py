@@ -24,16 +24,32 @@ _STR = pa.string()
 _STR_LIST = pa.list_(pa.string())
 _ENTITY_SCHEMA = pa.schema(
     [
-        ("id", _STR), ("name", _STR), ("name_key", _STR), ("category", _STR), ("synonyms", _STR_LIST),
-        ("synonym_keys", _STR_LIST), ("description", _STR), ("xrefs", _STR_LIST), ("sources", _STR_LIST),
+        ("id", _STR),
+        ("name", _STR),
+        ("name_key", _STR),
+        ("category", _STR),
+        ("synonyms", _STR_LIST),
+        ("synonym_keys", _STR_LIST),
+        ("description", _STR),
+        ("xrefs", _STR_LIST),
+        ("sources", _STR_LIST),
         ("created_at", _STR),
     ]
 )
 _RELATION_SCHEMA = pa.schema(
     [
-        ("from", _STR), ("to", _STR), ("key", _STR), ("type", _STR), ("subject", _STR), ("object", _STR),
-        ("source", _STR), ("evidence", _STR), ("confidence", pa.float64()), ("negated", pa.bool_()),
-        ("valid_from", _STR), ("valid_to", _STR),
+        ("from", _STR),
+        ("to", _STR),
+        ("key", _STR),
+        ("type", _STR),
+        ("subject", _STR),
+        ("object", _STR),
+        ("source", _STR),
+        ("evidence", _STR),
+        ("confidence", pa.float64()),
+        ("negated", pa.bool_()),
+        ("valid_from", _STR),
+        ("valid_to", _STR),
     ]
 )
 _INTERNAL = ("_ID", "_LABEL", "_SRC", "_DST")
@@ -105,14 +121,15 @@ class LadybugGraphStore(BaseGraphStore):
 
     # ---- entities ----------------------------------------------------------------------------
     def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        return [_props(row[0]) for row in self._run(q.FETCH_ENTITIES, {"ids": list(ids)})]
+        return [
+            dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(q.FETCH_ENTITIES, {"ids": list(ids)})
+        ]
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
         return {row[0] for row in self._run(q.EXISTING_IDS, {"ids": list(ids)})}
 
     def _insert_entities(self, rows: Sequence[dict[str, Any]]) -> None:
-        table = pa.Table.from_pylist(list(rows), schema=_ENTITY_SCHEMA)
-        self._copy(q.COPY_ENTITIES, table)
+        self._copy(q.COPY_ENTITIES, pa.Table.from_pylist(list(rows), schema=_ENTITY_SCHEMA))
 
     def _update_entities(self, rows: Sequence[dict[str, Any]]) -> None:
         self._run(q.UPDATE_ENTITIES, {"rows": [{k: r[k] for k in q.ENTITY_COLUMNS} for r in rows]})
@@ -122,34 +139,41 @@ class LadybugGraphStore(BaseGraphStore):
         params: dict[str, Any] = {"key": key, "limit": limit}
         if category:
             params["category"] = category
-        return [_props(row[0]) for row in self._run(query, params)]
+        return [dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(query, params)]
 
-    def _copy(self, statement: str, table: pa.Table) -> None:
-        # Ladybug scans a Python object named in the statement; bind it to a local name.
-        arrow_table = table  # noqa: F841 - referenced by name inside the COPY statement
+    def _copy(self, statement: str, arrow_table: pa.Table) -> None:
+        # Ladybug's COPY scans the Python object that the statement names (`arrow_table`, a local here).
         try:
-            self._conn.execute(statement.replace("$table", "arrow_table"))
+            self._conn.execute(statement)
         except RuntimeError as exc:
             raise GraphStoreError(f"ladybug bulk load failed: {exc}") from exc
 
     # ---- relations ---------------------------------------------------------------------------
     @staticmethod
-    def _key_rows(rels: Sequence[Any]) -> list[dict[str, str]]:
-        return [{"subject": r.subject, "object": r.object, "key": r.key} for r in rels]
+    def _by_key(items: Sequence[Any]) -> dict[str, Any]:
+        def get(item: Any, name: str) -> Any:
+            return item[name] if isinstance(item, dict) else getattr(item, name)
+
+        return {"subjects": sorted({get(i, "subject") for i in items}), "keys": [get(i, "key") for i in items]}
 
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
-        return [_props(row[0]) for row in self._run(q.CURRENT_BY_KEY, {"rows": self._key_rows(rels)})]
+        wanted = {r.key for r in rels}
+        params = {"subjects": sorted({r.subject for r in rels})}
+        rows = (dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(q.CURRENT_OF_SUBJECTS, params))
+        return [row for row in rows if row["key"] in wanted]
 
-    def _write_relations(self, rows: Sequence[dict[str, Any]]) -> None:
-        self._run(q.DELETE_CURRENT_BY_KEY,
-                  {"rows": [{"subject": r["subject"], "object": r["object"], "key": r["key"]} for r in rows]})
+    def _create_relations(self, rows: Sequence[dict[str, Any]]) -> None:
         table = pa.Table.from_pylist(
             [{"from": r["subject"], "to": r["object"], **r} for r in rows], schema=_RELATION_SCHEMA
         )
         self._copy(q.COPY_RELATIONS, table)
 
+    def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._run(q.DELETE_CURRENT_BY_KEY, self._by_key(rows))
+        self._create_relations(rows)
+
     def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
-        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rels), "at": at})
+        rows = self._run(q.INVALIDATE_BY_KEY, {**self._by_key(rels), "at": at})
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
@@ -168,7 +192,15 @@ class LadybugGraphStore(BaseGraphStore):
             filters.append(q.TYPE_FILTER)
             params["types"] = list(rel_types)
         query = q.EXPAND.format(left=left, right=right, filters=" AND ".join(filters) or q.TRUE_FILTER)
-        return [(row[0], _props(row[1]), _props(row[2])) for row in self._run(query, params)]
+        n = len(q.RELATION_COLUMNS)
+        return [
+            (
+                row[0],
+                dict(zip(q.RELATION_COLUMNS, row[1 : 1 + n], strict=True)),
+                dict(zip(q.ENTITY_COLUMNS, row[1 + n :], strict=True)),
+            )
+            for row in self._run(query, params)
+        ]
 
     def _path_candidates(
         self, source: str, target: str, max_length: int, rel_types: Sequence[str] | None, cap: int
@@ -185,15 +217,18 @@ class LadybugGraphStore(BaseGraphStore):
         self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
     ) -> list[dict[str, Any]]:
         filters, params = [], {"limit": limit}
-        for value, fragment, name in ((subject, q.SUBJECT_FILTER, "subject"), (object, q.OBJECT_FILTER, "object"),
-                                      (type, q.RELTYPE_FILTER, "type")):
+        for value, fragment, name in (
+            (subject, q.SUBJECT_FILTER, "subject"),
+            (object, q.OBJECT_FILTER, "object"),
+            (type, q.RELTYPE_FILTER, "type"),
+        ):
             if value is not None:
                 filters.append(fragment)
                 params[name] = value
         if not include_invalid:
             filters.append(q.CURRENT_FILTER)
         query = q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters))
-        return [_props(row[0]) for row in self._run(query, params)]
+        return [dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(query, params)]
 
     def _stats(self) -> GraphStats:
         categories = {c: int(n) for c, n in self._run(q.COUNT_ENTITIES_BY_CATEGORY)}

@@ -40,8 +40,11 @@ class Neo4jGraphStore(BaseGraphStore):
         self._session: neo4j.Session | None = None
         try:
             self._driver = neo4j.GraphDatabase.driver(
-                uri, auth=(user, password), connection_timeout=connect_timeout_s,
-                connection_acquisition_timeout=connect_timeout_s, max_transaction_retry_time=connect_timeout_s,
+                uri,
+                auth=(user, password),
+                connection_timeout=connect_timeout_s,
+                connection_acquisition_timeout=connect_timeout_s,
+                max_transaction_retry_time=connect_timeout_s,
                 notifications_min_severity=neo4j.NotificationMinimumSeverity.OFF,
             )
             self._driver.verify_connectivity()
@@ -141,7 +144,10 @@ class Neo4jGraphStore(BaseGraphStore):
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
         return [row[0] for row in self._run(q.CURRENT_BY_KEY, {"rows": self._key_rows(rels)})]
 
-    def _write_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+    def _create_relations(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._run(q.WRITE_RELATIONS, {"rows": list(rows)})
+
+    def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
         self._run(q.WRITE_RELATIONS, {"rows": list(rows)})
 
     def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
@@ -181,8 +187,11 @@ class Neo4jGraphStore(BaseGraphStore):
         self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
     ) -> list[dict[str, Any]]:
         filters, params = [], {"limit": limit}
-        for value, fragment, name in ((subject, q.SUBJECT_FILTER, "subject"), (object, q.OBJECT_FILTER, "object"),
-                                      (type, q.RELTYPE_FILTER, "type")):
+        for value, fragment, name in (
+            (subject, q.SUBJECT_FILTER, "subject"),
+            (object, q.OBJECT_FILTER, "object"),
+            (type, q.RELTYPE_FILTER, "type"),
+        ):
             if value is not None:
                 filters.append(fragment)
                 params[name] = value

@@ -50,8 +50,11 @@ def test_neo4j_down_is_one_clear_line(tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     uri = f"bolt://127.0.0.1:{port}"
-    r = run(["stats"], {"MEDKG_GRAPH_BACKEND": "neo4j", "MEDKG_NEO4J_URI": uri,
-                        "MEDKG_NEO4J_CONNECT_TIMEOUT_S": "3"}, tmp_path)
+    r = run(
+        ["stats"],
+        {"MEDKG_GRAPH_BACKEND": "neo4j", "MEDKG_NEO4J_URI": uri, "MEDKG_NEO4J_CONNECT_TIMEOUT_S": "3"},
+        tmp_path,
+    )
     assert r.returncode == 2
     assert uri in r.stderr and "cannot connect" in r.stderr
     assert "Traceback" not in r.stderr
@@ -60,8 +63,11 @@ def test_neo4j_down_is_one_clear_line(tmp_path: Path) -> None:
 @pytest.mark.neo4j
 def test_neo4j_wrong_password_names_the_uri(tmp_path: Path) -> None:
     neo = require_neo4j()
-    r = run(["stats"], {"MEDKG_GRAPH_BACKEND": "neo4j", "MEDKG_NEO4J_URI": neo["uri"],
-                        "MEDKG_NEO4J_PASSWORD": "definitely-wrong"}, tmp_path)
+    r = run(
+        ["stats"],
+        {"MEDKG_GRAPH_BACKEND": "neo4j", "MEDKG_NEO4J_URI": neo["uri"], "MEDKG_NEO4J_PASSWORD": "definitely-wrong"},
+        tmp_path,
+    )
     assert r.returncode == 2
     assert neo["uri"] in r.stderr and "credentials" in r.stderr
     assert "definitely-wrong" not in r.stderr and "Traceback" not in r.stderr
@@ -73,11 +79,20 @@ def test_stats_and_paths_on_neo4j(tmp_path: Path, _neo4j_store) -> None:  # noqa
 
     neo = require_neo4j()
     _neo4j_store.clear()
-    _neo4j_store.upsert_entities([Entity(id="DB00945", name="Aspirin", category="Drug"),
-                                  Entity(id="DOID:0050423", name="Kawasaki disease", category="Disease")])
+    _neo4j_store.upsert_entities(
+        [
+            Entity(id="DB00945", name="Aspirin", category="Drug"),
+            Entity(id="DOID:0050423", name="Kawasaki disease", category="Disease"),
+        ]
+    )
     _neo4j_store.upsert_relations([Relation(subject="DB00945", type="TREATS", object="DOID:0050423")])
-    env = {"MEDKG_GRAPH_BACKEND": "neo4j", "MEDKG_NEO4J_URI": neo["uri"], "MEDKG_NEO4J_USER": neo["user"],
-           "MEDKG_NEO4J_PASSWORD": neo["password"], "MEDKG_NEO4J_DATABASE": neo["database"]}
+    env = {
+        "MEDKG_GRAPH_BACKEND": "neo4j",
+        "MEDKG_NEO4J_URI": neo["uri"],
+        "MEDKG_NEO4J_USER": neo["user"],
+        "MEDKG_NEO4J_PASSWORD": neo["password"],
+        "MEDKG_NEO4J_DATABASE": neo["database"],
+    }
     try:
         r = run(["stats", "--json"], env, tmp_path)
         assert r.returncode == 0, r.stderr

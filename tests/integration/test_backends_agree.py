@@ -22,9 +22,16 @@ def random_graph(seed: int = 7, n: int = 300, m: int = 1200) -> tuple[list[Entit
     relations = []
     for _ in range(m):
         a, b = rng.sample(range(n), 2)
-        relations.append(Relation(subject=f"HP:{a:07d}", type=rng.choice(types), object=f"HP:{b:07d}",
-                                  source=rng.choice(["s1", "s2"]), negated=rng.random() < 0.05,
-                                  evidence={"w": rng.randint(0, 9)}))
+        relations.append(
+            Relation(
+                subject=f"HP:{a:07d}",
+                type=rng.choice(types),
+                object=f"HP:{b:07d}",
+                source=rng.choice(["s1", "s2"]),
+                negated=rng.random() < 0.05,
+                evidence={"w": rng.randint(0, 9)},
+            )
+        )
     return entities, relations
 
 
@@ -34,15 +41,22 @@ def snapshot(store: BaseGraphStore, pairs: list[tuple[str, str]], centres: list[
 
     return {
         "stats": store.stats().model_dump(exclude={"backend"}),
-        "paths": [[(p.nodes, [rel(r) for r in p.relations]) for p in store.paths(a, b, max_hops=2, limit=5)]
-                  for a, b in pairs],
-        "typed_paths": [[p.nodes for p in store.paths(a, b, max_hops=3, rel_types=["IS_A"], limit=3)]
-                        for a, b in pairs],
-        "neighbours": [[(n.entity.id, n.direction, rel(n.relation)) for n in store.neighbours(c, limit=15)]
-                       for c in centres],
+        "paths": [
+            [(p.nodes, [rel(r) for r in p.relations]) for p in store.paths(a, b, max_hops=2, limit=5)] for a, b in pairs
+        ],
+        "typed_paths": [
+            [p.nodes for p in store.paths(a, b, max_hops=3, rel_types=["IS_A"], limit=3)] for a, b in pairs
+        ],
+        "neighbours": [
+            [(n.entity.id, n.direction, rel(n.relation)) for n in store.neighbours(c, limit=15)] for c in centres
+        ],
         "out": [[n.entity.id for n in store.neighbours(c, direction="out", rel_types=["TREATS"])] for c in centres],
-        "hood": [(lambda s: ([e.id for e in s.entities], [rel(r) for r in s.relations]))(
-            store.neighbourhood(c, hops=2, limit=60)) for c in centres],
+        "hood": [
+            (lambda s: ([e.id for e in s.entities], [rel(r) for r in s.relations]))(
+                store.neighbourhood(c, hops=2, limit=60)
+            )
+            for c in centres
+        ],
         "history": [[rel(r) for r in store.relations(subject=c)] for c in centres],
     }
 

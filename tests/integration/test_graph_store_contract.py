@@ -23,8 +23,13 @@ GRAPH_RELATIONS = [
     Relation(subject="DB00945", type="TREATS", object="DOID:14323", source="pharmacotherapydb:1.0"),
     Relation(subject="DOID:14323", type="SAME_AS", object="MIM:154700", source="doid"),
     Relation(subject="ORPHA:558", type="SAME_AS", object="OMIM:154700", source="orphanet"),
-    Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166", source="hpo:2025-01-16",
-             evidence={"pmids": ["PMID:11111"], "evidence_code": "PCS", "frequency": "HP:0040281"}),
+    Relation(
+        subject="OMIM:154700",
+        type="HAS_PHENOTYPE",
+        object="HP:0001166",
+        source="hpo:2025-01-16",
+        evidence={"pmids": ["PMID:11111"], "evidence_code": "PCS", "frequency": "HP:0040281"},
+    ),
     Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001083", source="hpo:2025-01-16"),
     Relation(subject="NCBIGene:2200", type="ASSOCIATED_WITH", object="OMIM:154700", source="hpo:2025-01-16"),
 ]
@@ -40,6 +45,7 @@ def describe(path) -> list[str]:  # noqa: ANN001
 
 
 # ---- entities -----------------------------------------------------------------------------------
+
 
 def test_entities_round_trip_with_normalised_ids(store: BaseGraphStore) -> None:
     load(store)
@@ -110,14 +116,22 @@ def test_category_change_is_stored(store: BaseGraphStore) -> None:
 
 # ---- relations ----------------------------------------------------------------------------------
 
+
 def test_relations_need_both_endpoints_and_report_the_rest(store: BaseGraphStore) -> None:
     store.upsert_entities([OMIM, PHENO])
-    s = store.upsert_relations([
-        Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166"),
-        Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:9999999"),
-        Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166", source="old",
-                 valid_to=datetime(2000, 1, 1, tzinfo=UTC)),
-    ])
+    s = store.upsert_relations(
+        [
+            Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166"),
+            Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:9999999"),
+            Relation(
+                subject="OMIM:154700",
+                type="HAS_PHENOTYPE",
+                object="HP:0001166",
+                source="old",
+                valid_to=datetime(2000, 1, 1, tzinfo=UTC),
+            ),
+        ]
+    )
     assert s.added == 1
     assert s.skipped == {"endpoint not in graph": 1, "already invalid": 1}
     assert store.stats().relations == 1
@@ -128,8 +142,9 @@ def test_relation_reupsert_is_idempotent_and_updates_in_place(store: BaseGraphSt
     again = store.upsert_relations(GRAPH_RELATIONS)
     assert (again.added, again.updated, again.unchanged) == (0, 0, len(GRAPH_RELATIONS))
     original = store.relations(subject="OMIM:154700", object="HP:0001166")[0]
-    changed = GRAPH_RELATIONS[3].model_copy(update={"evidence": {"pmids": ["PMID:11111", "PMID:22222"]},
-                                                    "confidence": 0.9})
+    changed = GRAPH_RELATIONS[3].model_copy(
+        update={"evidence": {"pmids": ["PMID:11111", "PMID:22222"]}, "confidence": 0.9}
+    )
     s = store.upsert_relations([changed])
     assert (s.added, s.updated, s.invalidated) == (0, 1, 0)
     [now] = store.relations(subject="OMIM:154700", object="HP:0001166")
@@ -143,7 +158,9 @@ def test_same_fact_from_two_sources_is_two_edges(store: BaseGraphStore) -> None:
     load(store)
     store.upsert_relations([GRAPH_RELATIONS[3].model_copy(update={"source": "orphanet:2024"})])
     assert sorted(r.source for r in store.relations(subject="OMIM:154700", object="HP:0001166")) == [
-        "hpo:2025-01-16", "orphanet:2024"]
+        "hpo:2025-01-16",
+        "orphanet:2024",
+    ]
 
 
 def test_contradiction_invalidates_the_old_edge_and_keeps_it(store: BaseGraphStore) -> None:
@@ -186,14 +203,20 @@ def test_invalidated_edges_are_hidden_from_current_queries_but_kept(store: BaseG
 
 # ---- traversal ----------------------------------------------------------------------------------
 
+
 def test_neighbours_filter_by_type_and_direction(store: BaseGraphStore) -> None:
     load(store)
     out = store.neighbours("OMIM:154700", direction="out")
     assert [(n.relation.type, n.entity.id, n.direction) for n in out] == [
-        ("HAS_PHENOTYPE", "HP:0001083", "out"), ("HAS_PHENOTYPE", "HP:0001166", "out")]
+        ("HAS_PHENOTYPE", "HP:0001083", "out"),
+        ("HAS_PHENOTYPE", "HP:0001166", "out"),
+    ]
     inc = store.neighbours("OMIM:154700", direction="in")
     assert [(n.relation.type, n.entity.id) for n in inc] == [
-        ("ASSOCIATED_WITH", "NCBIGene:2200"), ("SAME_AS", "DOID:14323"), ("SAME_AS", "ORPHA:558")]
+        ("ASSOCIATED_WITH", "NCBIGene:2200"),
+        ("SAME_AS", "DOID:14323"),
+        ("SAME_AS", "ORPHA:558"),
+    ]
     both = store.neighbours("OMIM:154700", rel_types=["SAME_AS", "ASSOCIATED_WITH"])
     assert {n.entity.id for n in both} == {"NCBIGene:2200", "DOID:14323", "ORPHA:558"}
     assert len(store.neighbours("OMIM:154700", limit=2)) == 2
@@ -219,8 +242,11 @@ def test_paths_cross_same_as_for_free(store: BaseGraphStore) -> None:
     # drug TREATS disease (DOID) SAME_AS disease (OMIM) HAS_PHENOTYPE phenotype (HP): cost 2, length 3
     [path] = store.paths("DB00945", "HP:0001166", max_hops=2)
     assert path.nodes == ["DRUGBANK:DB00945", "DOID:14323", "OMIM:154700", "HP:0001166"]
-    assert describe(path) == ["DRUGBANK:DB00945-TREATS->DOID:14323", "DOID:14323-SAME_AS->OMIM:154700",
-                              "OMIM:154700-HAS_PHENOTYPE->HP:0001166"]
+    assert describe(path) == [
+        "DRUGBANK:DB00945-TREATS->DOID:14323",
+        "DOID:14323-SAME_AS->OMIM:154700",
+        "OMIM:154700-HAS_PHENOTYPE->HP:0001166",
+    ]
     assert (path.cost, path.length) == (2, 3)
     assert path.relations[2].evidence["pmids"] == ["PMID:11111"]
     assert store.paths("DB00945", "HP:0001166", max_hops=1) == []
@@ -233,8 +259,9 @@ def test_paths_cross_same_as_for_free(store: BaseGraphStore) -> None:
 
 def test_paths_are_ordered_filtered_and_limited(store: BaseGraphStore) -> None:
     load(store)
-    store.upsert_relations([Relation(subject="NCBIGene:2200", type="ASSOCIATED_WITH", object="HP:0001166",
-                                     source="hpo:2025-01-16")])
+    store.upsert_relations(
+        [Relation(subject="NCBIGene:2200", type="ASSOCIATED_WITH", object="HP:0001166", source="hpo:2025-01-16")]
+    )
     paths = store.paths("Gene::2200", "HP:0001166", max_hops=3)
     assert [(p.cost, p.nodes) for p in paths] == [
         (1, ["NCBIGene:2200", "HP:0001166"]),
@@ -250,13 +277,13 @@ def test_paths_are_ordered_filtered_and_limited(store: BaseGraphStore) -> None:
 
 def test_negated_edges_are_not_connections(store: BaseGraphStore) -> None:
     store.upsert_entities([OMIM, PHENO])
-    store.upsert_relations([Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166",
-                                     negated=True)])
+    store.upsert_relations([Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166", negated=True)])
     assert store.paths("OMIM:154700", "HP:0001166") == []
     assert [n.relation.negated for n in store.neighbours("OMIM:154700")] == [True]
 
 
 # ---- batches, bulk, stats -----------------------------------------------------------------------
+
 
 def test_batch_commits_together_or_not_at_all(store: BaseGraphStore) -> None:
     with pytest.raises(RuntimeError, match="boom"):
@@ -275,10 +302,13 @@ def test_batch_commits_together_or_not_at_all(store: BaseGraphStore) -> None:
 
 def test_ten_thousand_entity_batches(store: BaseGraphStore) -> None:
     n = 10_000
-    entities = [Entity(id=f"HP:{i:07d}", name=f"Phenotype {i} ä", category="Phenotype",
-                       synonyms=[f"syn {i}"] if i % 2 else []) for i in range(n)]
-    relations = [Relation(subject=f"HP:{i:07d}", type="IS_A", object=f"HP:{i // 2:07d}", source="hpo")
-                 for i in range(1, n)]
+    entities = [
+        Entity(id=f"HP:{i:07d}", name=f"Phenotype {i} ä", category="Phenotype", synonyms=[f"syn {i}"] if i % 2 else [])
+        for i in range(n)
+    ]
+    relations = [
+        Relation(subject=f"HP:{i:07d}", type="IS_A", object=f"HP:{i // 2:07d}", source="hpo") for i in range(1, n)
+    ]
     first = store.upsert_entities(entities)
     assert (first.added, first.updated) == (n, 0)
     r1 = store.upsert_relations(relations)

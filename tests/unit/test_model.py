@@ -58,8 +58,14 @@ def test_rows_round_trip() -> None:
     row = entity_to_row(e, now)
     assert row["name_key"] == "seizure" and row["synonym_keys"] == ["epileptic seizure"]
     assert row_to_entity(row).model_dump(exclude={"created_at"}) == e.model_dump(exclude={"created_at"})
-    r = Relation(subject="OMIM:1", type="HAS_PHENOTYPE", object="HP:0001250", evidence={"pmids": ["PMID:1"]},
-                 confidence=0.5, negated=True)
+    r = Relation(
+        subject="OMIM:1",
+        type="HAS_PHENOTYPE",
+        object="HP:0001250",
+        evidence={"pmids": ["PMID:1"]},
+        confidence=0.5,
+        negated=True,
+    )
     back = row_to_relation(relation_to_row(r, now))
     assert back.model_dump(exclude={"valid_from"}) == r.model_dump(exclude={"valid_from"})
     assert format_time(back.valid_from) == now
