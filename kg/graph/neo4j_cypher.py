@@ -2,7 +2,8 @@
 written and matched through 5.26's dynamic ``$(...)`` syntax, so even types travel as parameters).
 A relationship's subject and object are its start and end nodes (not copied into properties: a
 property named like a node key read in the same statement makes the planner add an Eager barrier,
-which made bulk writes ten times slower).
+which made bulk writes ten times slower). Node lookups by id carry ``USING INDEX`` hints so that
+plans never fall back to scans on stale statistics (Neo4j re-plans at most every ~10 s).
 
 The only text assembled from pieces is the choice between fixed fragments below and the integer
 path length, which Cypher's grammar wants as a literal.
@@ -17,9 +18,9 @@ SCHEMA = [
 _ENTITY = "e {.*} AS e"
 _REL = "r {.*, type: type(r), subject: startNode(r).id, object: endNode(r).id}"
 
-FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) RETURN {_ENTITY}"
+FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) USING INDEX e:Entity(id) RETURN {_ENTITY}"
 
-EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"
+EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) USING INDEX e:Entity(id) RETURN e.id"
 
 # Insert and update are one idempotent MERGE; the category is also a label (Disease, Gene, ...).
 UPSERT_ENTITIES = """
@@ -47,20 +48,34 @@ RETURN {_ENTITY} ORDER BY e.id LIMIT $limit
 CURRENT_BY_KEY = f"""
 UNWIND $rows AS row
 MATCH (a:Entity {{id: row.subject}})-[r:$(row.type) {{key: row.key, current: true}}]->(b:Entity {{id: row.object}})
+USING INDEX a:Entity(id) USING INDEX b:Entity(id)
 RETURN {_REL}
 """
 
-WRITE_RELATIONS = """
+# New facts are CREATEd: the caller has just read, in the same transaction, that no current edge
+# has their key. (MERGE would match the relationship with a plan chosen from statistics; on a small
+# or freshly cleared graph that plan scans all relationships per row, and bulk loads ran 20x slower.)
+CREATE_RELATIONS = """
 UNWIND $rows AS row
 MATCH (a:Entity {id: row.subject}), (b:Entity {id: row.object})
-MERGE (a)-[r:$(row.type) {key: row.key, current: true}]->(b)
-SET r.source = row.source, r.evidence = row.evidence,
-    r.confidence = row.confidence, r.negated = row.negated, r.valid_from = row.valid_from, r.valid_to = null
+USING INDEX a:Entity(id) USING INDEX b:Entity(id)
+CREATE (a)-[r:$(row.type)]->(b)
+SET r.key = row.key, r.current = true, r.source = row.source, r.evidence = row.evidence,
+    r.confidence = row.confidence, r.negated = row.negated, r.valid_from = row.valid_from
+"""
+
+REPLACE_RELATIONS = """
+UNWIND $rows AS row
+MATCH (a:Entity {id: row.subject})-[r:$(row.type) {key: row.key, current: true}]->(b:Entity {id: row.object})
+USING INDEX a:Entity(id) USING INDEX b:Entity(id)
+SET r.source = row.source, r.evidence = row.evidence, r.confidence = row.confidence,
+    r.negated = row.negated, r.valid_from = row.valid_from
 """
 
 INVALIDATE_BY_KEY = """
 UNWIND $rows AS row
 MATCH (a:Entity {id: row.subject})-[r:$(row.type) {key: row.key, current: true}]->(b:Entity {id: row.object})
+USING INDEX a:Entity(id) USING INDEX b:Entity(id)
 SET r.valid_to = $at, r.current = false
 RETURN count(r)
 """
@@ -69,6 +84,7 @@ DIRECTIONS = {"out": ("-", "->"), "in": ("<-", "-"), "both": ("-", "-")}
 EXPAND = """
 UNWIND $ids AS i
 MATCH (a:Entity {{id: i}}){left}[r]{right}(b:Entity)
+USING INDEX a:Entity(id)
 WHERE {filters}
 RETURN a.id AS from_id, r {{.*, type: type(r), subject: startNode(r).id, object: endNode(r).id}} AS rel, b {{.*}} AS nb
 ORDER BY from_id, rel.type, nb.id, rel.key, rel.valid_from LIMIT $limit

@@ -1,6 +1,6 @@
 """Neo4jGraphStore: Neo4j 5.26 LTS over Bolt with the official ``neo4j`` driver.
 
-Batched ``UNWIND ... MERGE`` writes, a uniqueness constraint on ``Entity.id``, parameters only.
+Batched ``UNWIND`` writes (``MERGE`` for entities; relations are created or updated by key), a uniqueness constraint on ``Entity.id``, parameters only.
 Connection and authentication failures become :class:`GraphStoreUnavailable` naming the URI.
 """
 
@@ -145,10 +145,10 @@ class Neo4jGraphStore(BaseGraphStore):
         return [row[0] for row in self._run(q.CURRENT_BY_KEY, {"rows": self._key_rows(rels)})]
 
     def _create_relations(self, rows: Sequence[dict[str, Any]]) -> None:
-        self._run(q.WRITE_RELATIONS, {"rows": list(rows)})
+        self._run(q.CREATE_RELATIONS, {"rows": list(rows)})
 
     def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
-        self._run(q.WRITE_RELATIONS, {"rows": list(rows)})
+        self._run(q.REPLACE_RELATIONS, {"rows": list(rows)})
 
     def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
         rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rels), "at": at})
