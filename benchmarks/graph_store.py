@@ -43,7 +43,9 @@ def build_graph(n_entities: int, n_relations: int, seed: int) -> tuple[list[Enti
             continue
         seen.add((a, b, t))
         relations.append(
-            Relation(subject=f"HP:{a:07d}", type=t, object=f"HP:{b:07d}", source="bench", evidence={"n": len(relations)})
+            Relation(
+                subject=f"HP:{a:07d}", type=t, object=f"HP:{b:07d}", source="bench", evidence={"n": len(relations)}
+            )
         )
     return entities, relations
 
@@ -176,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  relations/s {lady['relations_per_s'] / neo['relations_per_s']:.2f}x")
         print(f"  entities/s  {lady['entities_per_s'] / neo['entities_per_s']:.2f}x")
         for name in ("neighbourhood_2hop", "paths_3hop"):
-            print(f"  {name} p50 {lady[name]['p50_ms'] / neo[name]['p50_ms']:.2f}x, "
-                  f"p95 {lady[name]['p95_ms'] / neo[name]['p95_ms']:.2f}x")
+            print(
+                f"  {name} p50 {lady[name]['p50_ms'] / neo[name]['p50_ms']:.2f}x, "
+                f"p95 {lady[name]['p95_ms'] / neo[name]['p95_ms']:.2f}x"
+            )
     if args.json_out:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(results, indent=2))

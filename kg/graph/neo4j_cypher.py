@@ -45,12 +45,17 @@ WITH e WHERE $category IS NULL OR e.category = $category
 RETURN {_ENTITY} ORDER BY e.id LIMIT $limit
 """
 
-CURRENT_BY_KEY = f"""
+# Edges by key: seek the subject by index, then expand from it inside a subquery, so that no plan
+# (not even one made from stale statistics) can scan all relationships.
+_BY_KEY = """
 UNWIND $rows AS row
-MATCH (a:Entity {{id: row.subject}})-[r:$(row.type) {{key: row.key, current: true}}]->(b:Entity {{id: row.object}})
-USING INDEX a:Entity(id) USING INDEX b:Entity(id)
-RETURN {_REL}
+MATCH (a:Entity {id: row.subject}) USING INDEX a:Entity(id)
+CALL (a, row) {
+    MATCH (a)-[r]->(b:Entity) WHERE r.key = row.key AND r.current AND b.id = row.object
+    RETURN r
+}
 """
+CURRENT_BY_KEY = _BY_KEY + f"RETURN {_REL}"
 
 # New facts are CREATEd: the caller has just read, in the same transaction, that no current edge
 # has their key. (MERGE would match the relationship with a plan chosen from statistics; on a small
@@ -64,21 +69,13 @@ SET r.key = row.key, r.current = true, r.source = row.source, r.evidence = row.e
     r.confidence = row.confidence, r.negated = row.negated, r.valid_from = row.valid_from
 """
 
-REPLACE_RELATIONS = """
-UNWIND $rows AS row
-MATCH (a:Entity {id: row.subject})-[r:$(row.type) {key: row.key, current: true}]->(b:Entity {id: row.object})
-USING INDEX a:Entity(id) USING INDEX b:Entity(id)
-SET r.source = row.source, r.evidence = row.evidence, r.confidence = row.confidence,
-    r.negated = row.negated, r.valid_from = row.valid_from
-"""
+REPLACE_RELATIONS = (
+    _BY_KEY
+    + """SET r.source = row.source, r.evidence = row.evidence, r.confidence = row.confidence,
+    r.negated = row.negated, r.valid_from = row.valid_from"""
+)
 
-INVALIDATE_BY_KEY = """
-UNWIND $rows AS row
-MATCH (a:Entity {id: row.subject})-[r:$(row.type) {key: row.key, current: true}]->(b:Entity {id: row.object})
-USING INDEX a:Entity(id) USING INDEX b:Entity(id)
-SET r.valid_to = $at, r.current = false
-RETURN count(r)
-"""
+INVALIDATE_BY_KEY = _BY_KEY + "SET r.valid_to = $at, r.current = false RETURN count(r)"
 
 DIRECTIONS = {"out": ("-", "->"), "in": ("<-", "-"), "both": ("-", "-")}
 EXPAND = """
