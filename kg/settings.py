@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(default=None)
     llm_timeout_s: float = Field(default=60.0, gt=0)
 
+    api_host: str = Field(default="127.0.0.1", description="Address `medkg serve` binds to.")
+    api_port: int = Field(default=8000, ge=1, le=65535)
+
     batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Rows per write batch to the graph store.")
 
     @field_validator("neo4j_uri")

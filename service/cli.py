@@ -170,6 +170,23 @@ def paths(
     emit([{**p.model_dump(mode="json"), "cost": p.cost} for p in found], as_json, render)
 
 
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default MEDKG_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default MEDKG_API_PORT).")] = None,
+) -> None:
+    """Run the HTTP API (OpenAPI docs at /docs)."""
+    import uvicorn
+
+    from service.api.app import create_app
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise fail(str(exc)) from None
+    uvicorn.run(create_app(settings), host=host or settings.api_host, port=port or settings.api_port, log_level="info")
+
+
 def main() -> None:  # pragma: no cover - console entry point alias
     app()
 

@@ -17,6 +17,7 @@ operations so that both adapters give the same answers to the same calls:
 from __future__ import annotations
 
 import json
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -179,7 +180,17 @@ class BaseGraphStore(ABC):
     def __init__(self, batch_size: int = 5000, path_candidate_cap: int = 5000) -> None:
         self.batch_size = batch_size
         self.path_candidate_cap = path_candidate_cap
-        self._batch_depth = 0
+        # Transaction state is per thread: API requests run in a thread pool and must not join
+        # each other's transactions.
+        self._local = threading.local()
+
+    @property
+    def _batch_depth(self) -> int:
+        return getattr(self._local, "batch_depth", 0)
+
+    @_batch_depth.setter
+    def _batch_depth(self, value: int) -> None:
+        self._local.batch_depth = value
 
     # ---- primitives --------------------------------------------------------------------------
     @abstractmethod

@@ -7,6 +7,7 @@ stored first, not from per-row MERGE, which Ladybug runs two orders of magnitude
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,9 @@ class LadybugGraphStore(BaseGraphStore):
         super().__init__(batch_size=batch_size)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db: ladybug.Database | None = None
+        self._connections: list[ladybug.Connection] = []
+        self._connections_lock = threading.Lock()
         try:
             self._db = ladybug.Database(
                 str(self.path),
@@ -80,7 +84,7 @@ class LadybugGraphStore(BaseGraphStore):
                 max_db_size=max_db_size_gb * 1024**3,
                 read_only=read_only,
             )
-            self._conn = ladybug.Connection(self._db)
+            self._conn  # noqa: B018 - open this thread's connection now, so errors surface here
         except RuntimeError as exc:
             raise GraphStoreUnavailable(f"cannot open the embedded graph store at {self.path}: {exc}") from exc
         if not read_only:
@@ -88,6 +92,19 @@ class LadybugGraphStore(BaseGraphStore):
                 self._run(statement)
 
     # ---- plumbing ----------------------------------------------------------------------------
+    @property
+    def _conn(self) -> ladybug.Connection:
+        """One connection per thread on the shared database (a connection is not shared by threads)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._db is None:
+                raise GraphStoreError(f"the embedded graph store at {self.path} is closed")
+            conn = ladybug.Connection(self._db)
+            with self._connections_lock:
+                self._connections.append(conn)
+            self._local.conn = conn
+        return conn
+
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         try:
             result = self._conn.execute(query, params or {})
@@ -109,10 +126,14 @@ class LadybugGraphStore(BaseGraphStore):
         self._run("ROLLBACK")
 
     def close(self) -> None:
-        if getattr(self, "_conn", None) is not None:
-            self._conn.close()
-            self._db.close()
-            self._conn = None  # type: ignore[assignment]
+        if self._db is None:
+            return
+        with self._connections_lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._db.close()
+        self._db = None
 
     def clear(self) -> None:
         with self.batch():
@@ -121,12 +142,11 @@ class LadybugGraphStore(BaseGraphStore):
 
     # ---- entities ----------------------------------------------------------------------------
     def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        return [
-            dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(q.FETCH_ENTITIES, {"ids": list(ids)})
-        ]
+        query = q.by_ids(q.FETCH_ENTITIES, len(ids), "e")
+        return [dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(query, {"ids": list(ids)})]
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
-        return {row[0] for row in self._run(q.EXISTING_IDS, {"ids": list(ids)})}
+        return {row[0] for row in self._run(q.by_ids(q.EXISTING_IDS, len(ids), "e"), {"ids": list(ids)})}
 
     def _insert_entities(self, rows: Sequence[dict[str, Any]]) -> None:
         self._copy(q.COPY_ENTITIES, pa.Table.from_pylist(list(rows), schema=_ENTITY_SCHEMA))
@@ -150,16 +170,17 @@ class LadybugGraphStore(BaseGraphStore):
 
     # ---- relations ---------------------------------------------------------------------------
     @staticmethod
-    def _by_key(items: Sequence[Any]) -> dict[str, Any]:
-        def get(item: Any, name: str) -> Any:
+    def _key_rows(items: Sequence[Any]) -> list[dict[str, str]]:
+        def get(item: Any, name: str) -> str:
             return item[name] if isinstance(item, dict) else getattr(item, name)
 
-        return {"subjects": sorted({get(i, "subject") for i in items}), "keys": [get(i, "key") for i in items]}
+        return [{"subject": get(i, "subject"), "object": get(i, "object"), "key": get(i, "key")} for i in items]
 
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
         wanted = {r.key for r in rels}
-        params = {"subjects": sorted({r.subject for r in rels})}
-        rows = (dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(q.CURRENT_OF_SUBJECTS, params))
+        subjects = sorted({r.subject for r in rels})
+        query = q.by_ids(q.CURRENT_OF_SUBJECTS, len(subjects), "a")
+        rows = (dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(query, {"ids": subjects}))
         return [row for row in rows if row["key"] in wanted]
 
     def _create_relations(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -169,11 +190,11 @@ class LadybugGraphStore(BaseGraphStore):
         self._copy(q.COPY_RELATIONS, table)
 
     def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
-        self._run(q.DELETE_CURRENT_BY_KEY, self._by_key(rows))
+        self._run(q.DELETE_CURRENT_BY_KEY, {"rows": self._key_rows(rows)})
         self._create_relations(rows)
 
     def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
-        rows = self._run(q.INVALIDATE_BY_KEY, {**self._by_key(rels), "at": at})
+        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rels), "at": at})
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
@@ -191,7 +212,8 @@ class LadybugGraphStore(BaseGraphStore):
         if rel_types is not None:
             filters.append(q.TYPE_FILTER)
             params["types"] = list(rel_types)
-        query = q.EXPAND.format(left=left, right=right, filters=" AND ".join(filters) or q.TRUE_FILTER)
+        filter_text = " AND ".join(filters) or q.TRUE_FILTER
+        query = q.by_ids(q.EXPAND, len(ids), "a", left=left, right=right, filters=filter_text)
         n = len(q.RELATION_COLUMNS)
         return [
             (

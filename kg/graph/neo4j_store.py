@@ -37,8 +37,6 @@ class Neo4jGraphStore(BaseGraphStore):
         super().__init__(batch_size=batch_size)
         self.uri = uri
         self.database = database
-        self._tx: neo4j.Transaction | None = None
-        self._session: neo4j.Session | None = None
         try:
             self._driver = neo4j.GraphDatabase.driver(
                 uri,
@@ -62,6 +60,22 @@ class Neo4jGraphStore(BaseGraphStore):
             self._run(statement)
 
     # ---- plumbing ----------------------------------------------------------------------------
+    @property
+    def _tx(self) -> neo4j.Transaction | None:
+        return getattr(self._local, "tx", None)
+
+    @_tx.setter
+    def _tx(self, value: neo4j.Transaction | None) -> None:
+        self._local.tx = value
+
+    @property
+    def _session(self) -> neo4j.Session | None:
+        return getattr(self._local, "session", None)
+
+    @_session.setter
+    def _session(self, value: neo4j.Session | None) -> None:
+        self._local.session = value
+
     def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
         params = params or {}
         try:

