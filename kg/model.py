@@ -166,11 +166,6 @@ class Relation(BaseModel):
     def is_current(self) -> bool:
         return self.valid_to is None
 
-    def same_statement(self, other: Relation) -> bool:
-        """True when ``other`` says exactly what this edge says (timestamps aside)."""
-        fields = {"evidence", "confidence", "negated"}
-        return self.model_dump(include=fields) == other.model_dump(include=fields)
-
 
 class Neighbour(BaseModel):
     entity: Entity

@@ -60,7 +60,12 @@ class Settings(BaseSettings):
     api_host: str = Field(default="127.0.0.1", description="Address `medkg serve` binds to.")
     api_port: int = Field(default=8000, ge=1, le=65535)
 
-    batch_size: int = Field(default=5000, ge=1, le=1_000_000, description="Rows per write batch to the graph store.")
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Rows per write transaction; unset = the backend's measured default (Ladybug 50k, Neo4j 5k).",
+    )
 
     @field_validator("neo4j_uri")
     @classmethod

@@ -13,6 +13,7 @@ __all__ = ["Container", "build_graph_store"]
 
 def build_graph_store(settings: Settings) -> BaseGraphStore:
     """Open the configured graph store (raises ``GraphStoreUnavailable`` with the reason)."""
+    batch = {"batch_size": settings.batch_size} if settings.batch_size else {}
     if settings.graph_backend is GraphBackend.neo4j:
         from kg.graph.neo4j_store import Neo4jGraphStore
 
@@ -21,7 +22,7 @@ def build_graph_store(settings: Settings) -> BaseGraphStore:
             user=settings.neo4j_user,
             password=settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
-            batch_size=settings.batch_size,
+            **batch,
             connect_timeout_s=settings.neo4j_connect_timeout_s,
         )
     from kg.graph.ladybug_store import LadybugGraphStore
@@ -30,7 +31,7 @@ def build_graph_store(settings: Settings) -> BaseGraphStore:
         settings.ladybug_path,
         buffer_pool_mb=settings.ladybug_buffer_pool_mb,
         max_db_size_gb=settings.ladybug_max_db_size_gb,
-        batch_size=settings.batch_size,
+        **batch,
     )
 
 

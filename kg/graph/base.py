@@ -163,6 +163,15 @@ def row_to_relation(row: dict[str, Any]) -> Relation:
     )
 
 
+def _same_statement(stored: dict[str, Any], incoming: dict[str, Any]) -> bool:
+    """Two relation rows of one key say the same (timestamps aside)."""
+    return (
+        (stored.get("evidence") or "{}") == incoming["evidence"]
+        and stored.get("confidence") == incoming["confidence"]
+        and bool(stored.get("negated")) == incoming["negated"]
+    )
+
+
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -216,7 +225,9 @@ class BaseGraphStore(ABC):
         """Make each row the current edge of its key, in place of the current one."""
 
     @abstractmethod
-    def _invalidate_keys(self, rels: Sequence[Relation], at: str) -> int: ...
+    def _invalidate_keys(self, rows: Sequence[dict[str, Any]], at: str) -> int:
+        """Set ``valid_to`` on the current edges of the rows' keys; returns how many."""
+
     @abstractmethod
     def _expand(
         self,
@@ -331,8 +342,7 @@ class BaseGraphStore(ABC):
         return summary
 
     def _upsert_relation_chunk(self, chunk: Sequence[Relation]) -> WriteSummary:
-        now_dt = utc_now()
-        now = format_time(now_dt)
+        now = format_time(utc_now())
         present = self._existing_ids(sorted({r.subject for r in chunk} | {r.object for r in chunk}))
         summary = WriteSummary()
         valid = []
@@ -343,21 +353,24 @@ class BaseGraphStore(ABC):
                 summary.skipped["already invalid"] = summary.skipped.get("already invalid", 0) + 1
             else:
                 valid.append(rel)
-        current = {row["key"]: row_to_relation(row) for row in self._current_relations(valid)} if valid else {}
+        # Compare stored rows with incoming rows directly: a re-run of an ingest touches every
+        # fact, and building model objects for what is unchanged would dominate its cost.
+        stored = {row["key"]: row for row in self._current_relations(valid)} if valid else {}
         creates: list[dict[str, Any]] = []
         replaces: list[dict[str, Any]] = []
-        contradicted: list[Relation] = []
+        contradicted: list[dict[str, Any]] = []
         for rel in valid:
-            old = current.get(rel.key)
+            row = relation_to_row(rel, now)
+            old = stored.get(rel.key)
             if old is None:
-                creates.append(relation_to_row(rel, now))
-            elif old.same_statement(rel):
+                creates.append(row)
+            elif _same_statement(old, row):
                 summary.unchanged += 1
-            elif old.negated != rel.negated:  # a contradiction: end the old fact, start the new one
+            elif bool(old["negated"]) != rel.negated:  # a contradiction: end the old fact, start the new one
                 contradicted.append(old)
-                creates.append(relation_to_row(rel.model_copy(update={"valid_from": now_dt}), now))
+                creates.append({**row, "valid_from": now})
             else:  # same fact, new evidence: update in place, keep when it became valid
-                replaces.append(relation_to_row(rel.model_copy(update={"valid_from": old.valid_from}), now))
+                replaces.append({**row, "valid_from": old["valid_from"]})
         if contradicted:
             summary.invalidated += self._invalidate_keys(contradicted, now)
         if creates:
@@ -380,7 +393,7 @@ class BaseGraphStore(ABC):
         if not targets:
             return 0
         with self.batch():
-            return self._invalidate_keys(targets, format_time(at or utc_now()))
+            return self._invalidate_keys([relation_to_row(r, "") for r in targets], format_time(at or utc_now()))
 
     # ---- reads -------------------------------------------------------------------------------
     def get_entity(self, entity_id: str) -> Entity | None:

@@ -4,21 +4,22 @@ Values always travel as parameters. The only text assembled from pieces is the c
 fixed fragments below (direction arrows, optional filters) and the integer path length, which
 Ladybug's grammar wants as a literal.
 
-Measured on ladybug 0.22 (50k entities / 200k relations): a lookup by a list of ids costs
-~15 ms of fixed overhead through ``UNWIND $ids AS i MATCH (e {id: i})`` but grows with
-(list length x table size) through ``WHERE e.id IN $ids`` (9,000 ids: 28 ms against 1.2 s; one id:
-15 ms against 2-5 ms). So each id-list query exists in both forms and :func:`by_ids` picks one by
-the list's length. Returning named columns is ~3x faster than returning whole node or relationship
-values, so reads project columns.
+Measured on ladybug 0.22 (50k entities / 200k relations):
+* node lookups by a list of ids: ``UNWIND $ids AS i MATCH (e:Entity {id: i})`` takes 3-14 ms for
+  1-4,000 ids, while ``WHERE e.id IN $ids`` grows with the list (4,000 ids: 570 ms). Always UNWIND.
+* edges of a list of nodes: the UNWIND form has a large fixed cost (150 ms directed, 300 ms
+  undirected), the ``IN`` form costs ~0.2 ms per id (9 ids: 12 ms against 620 ms). So these
+  queries exist in both forms and :func:`by_ids` picks ``IN`` below ``EDGE_UNWIND_FROM`` ids.
+* returning named columns is ~3x faster than returning whole node or relationship values.
 """
 
-SMALL_ID_LIST = 8
+EDGE_UNWIND_FROM = 1000
 
 
 def by_ids(template: str, n_ids: int, var: str, **fragments: str) -> str:
-    """Fill ``{ids_head}``, ``{ids_key}`` and ``{ids_where}`` of ``template`` for a list of ``n_ids``
-    ids bound to ``$ids`` and matched on node ``var``."""
-    if n_ids <= SMALL_ID_LIST:
+    """Fill ``{ids_head}``, ``{ids_key}`` and ``{ids_where}`` of an edge query for ``n_ids`` ids
+    bound to ``$ids`` and matched on node ``var``."""
+    if n_ids < EDGE_UNWIND_FROM:
         ids = {"ids_head": "", "ids_key": "", "ids_where": f"{var}.id IN $ids AND "}
     else:
         ids = {"ids_head": "UNWIND $ids AS i ", "ids_key": " {id: i}", "ids_where": ""}
@@ -69,9 +70,9 @@ SCHEMA = [
         confidence DOUBLE, negated BOOLEAN, valid_from STRING, valid_to STRING)""",
 ]
 
-FETCH_ENTITIES = f"{{ids_head}}MATCH (e:Entity{{ids_key}}) WHERE {{ids_where}}true RETURN {E}"
+FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) RETURN {E}"
 
-EXISTING_IDS = "{ids_head}MATCH (e:Entity{ids_key}) WHERE {ids_where}true RETURN e.id"
+EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"
 
 COPY_ENTITIES = "COPY Entity FROM arrow_table"
 

@@ -68,7 +68,7 @@ class LadybugGraphStore(BaseGraphStore):
         path: str | Path,
         buffer_pool_mb: int = 512,
         max_db_size_gb: int = 64,
-        batch_size: int = 5000,
+        batch_size: int = 50_000,
         read_only: bool = False,
     ) -> None:
         super().__init__(batch_size=batch_size)
@@ -142,11 +142,11 @@ class LadybugGraphStore(BaseGraphStore):
 
     # ---- entities ----------------------------------------------------------------------------
     def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        query = q.by_ids(q.FETCH_ENTITIES, len(ids), "e")
-        return [dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(query, {"ids": list(ids)})]
+        rows = self._run(q.FETCH_ENTITIES, {"ids": list(ids)})
+        return [dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in rows]
 
     def _existing_ids(self, ids: Sequence[str]) -> set[str]:
-        return {row[0] for row in self._run(q.by_ids(q.EXISTING_IDS, len(ids), "e"), {"ids": list(ids)})}
+        return {row[0] for row in self._run(q.EXISTING_IDS, {"ids": list(ids)})}
 
     def _insert_entities(self, rows: Sequence[dict[str, Any]]) -> None:
         self._copy(q.COPY_ENTITIES, pa.Table.from_pylist(list(rows), schema=_ENTITY_SCHEMA))
@@ -170,11 +170,8 @@ class LadybugGraphStore(BaseGraphStore):
 
     # ---- relations ---------------------------------------------------------------------------
     @staticmethod
-    def _key_rows(items: Sequence[Any]) -> list[dict[str, str]]:
-        def get(item: Any, name: str) -> str:
-            return item[name] if isinstance(item, dict) else getattr(item, name)
-
-        return [{"subject": get(i, "subject"), "object": get(i, "object"), "key": get(i, "key")} for i in items]
+    def _key_rows(items: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+        return [{"subject": i["subject"], "object": i["object"], "key": i["key"]} for i in items]
 
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
         wanted = {r.key for r in rels}
@@ -193,8 +190,8 @@ class LadybugGraphStore(BaseGraphStore):
         self._run(q.DELETE_CURRENT_BY_KEY, {"rows": self._key_rows(rows)})
         self._create_relations(rows)
 
-    def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
-        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rels), "at": at})
+    def _invalidate_keys(self, rows: Sequence[dict[str, Any]], at: str) -> int:
+        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rows), "at": at})
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------

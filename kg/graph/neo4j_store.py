@@ -153,11 +153,12 @@ class Neo4jGraphStore(BaseGraphStore):
 
     # ---- relations ---------------------------------------------------------------------------
     @staticmethod
-    def _key_rows(rels: Sequence[Any]) -> list[dict[str, str]]:
-        return [{"subject": r.subject, "object": r.object, "type": r.type, "key": r.key} for r in rels]
+    def _key_rows(items: Sequence[Any]) -> list[dict[str, str]]:
+        return [{"subject": i["subject"], "object": i["object"], "key": i["key"]} for i in items]
 
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
-        return [row[0] for row in self._run(q.CURRENT_BY_KEY, {"rows": self._key_rows(rels)})]
+        rows = [{"subject": r.subject, "object": r.object, "key": r.key} for r in rels]
+        return [row[0] for row in self._run(q.CURRENT_BY_KEY, {"rows": rows})]
 
     def _create_relations(self, rows: Sequence[dict[str, Any]]) -> None:
         self._run(q.CREATE_RELATIONS, {"rows": list(rows)})
@@ -165,8 +166,8 @@ class Neo4jGraphStore(BaseGraphStore):
     def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
         self._run(q.REPLACE_RELATIONS, {"rows": list(rows)})
 
-    def _invalidate_keys(self, rels: Sequence[Any], at: str) -> int:
-        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rels), "at": at})
+    def _invalidate_keys(self, rows: Sequence[dict[str, Any]], at: str) -> int:
+        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rows), "at": at})
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
