@@ -70,6 +70,7 @@ class Entity(BaseModel):
     description: str | None = None
     xrefs: list[str] = Field(default_factory=list)
     sources: list[str] = Field(default_factory=list)
+    obsolete: bool = False
     created_at: datetime | None = None
 
     @field_validator("id")
@@ -118,6 +119,7 @@ class Entity(BaseModel):
             description=newer.description or self.description,
             xrefs=[*self.xrefs, *newer.xrefs],
             sources=[*self.sources, *newer.sources],
+            obsolete=self.obsolete or newer.obsolete,
             created_at=self.created_at or newer.created_at,
         )
 

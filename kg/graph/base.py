@@ -59,6 +59,18 @@ class GraphStore(Protocol):
     def upsert_relations(self, relations: Iterable[Relation]) -> WriteSummary: ...
     def get_entity(self, entity_id: str) -> Entity | None: ...
     def get_entities(self, entity_ids: Iterable[str]) -> dict[str, Entity]: ...
+    def existing(self, entity_ids: Iterable[str]) -> set[str]:
+        """The normalised ids among ``entity_ids`` that are in the graph."""
+        ids = sorted({normalize_curie(i) for i in entity_ids})
+        found: set[str] = set()
+        for chunk in _chunks(ids, self.batch_size):
+            found |= self._existing_ids(chunk)
+        return found
+
+    def scan_entities(self, after: str = "", limit: int = 10_000, with_xrefs: bool = False) -> list[Entity]:
+        """A page of entities in id order, starting after ``after`` (pass the last id of a page)."""
+        return [row_to_entity(r) for r in self._scan_entities(after, limit, with_xrefs)]
+
     def find_entities(self, name: str, category: str | None = None, limit: int = 20) -> list[Entity]: ...
     def neighbours(
         self,
@@ -112,6 +124,7 @@ def entity_to_row(entity: Entity, now: str) -> dict[str, Any]:
         "description": entity.description,
         "xrefs": list(entity.xrefs),
         "sources": list(entity.sources),
+        "obsolete": entity.obsolete,
         "created_at": format_time(entity.created_at) if entity.created_at else now,
     }
 
@@ -126,6 +139,7 @@ def row_to_entity(row: dict[str, Any]) -> Entity:
             "description": row.get("description"),
             "xrefs": row.get("xrefs") or [],
             "sources": row.get("sources") or [],
+            "obsolete": bool(row.get("obsolete")),
             "created_at": row.get("created_at"),
         }
     )
@@ -210,6 +224,10 @@ class BaseGraphStore(ABC):
     def _update_entities(self, rows: Sequence[dict[str, Any]]) -> None: ...
     @abstractmethod
     def _existing_ids(self, ids: Sequence[str]) -> set[str]: ...
+    @abstractmethod
+    def _scan_entities(self, after: str, limit: int, with_xrefs: bool) -> list[dict[str, Any]]:
+        """Entities with id > ``after`` in id order (only those with xrefs, if asked)."""
+
     @abstractmethod
     def _find_by_key(self, key: str, category: str | None, limit: int) -> list[dict[str, Any]]: ...
     @abstractmethod
@@ -407,6 +425,18 @@ class BaseGraphStore(ABC):
                 entity = row_to_entity(row)
                 found[entity.id] = entity
         return found
+
+    def existing(self, entity_ids: Iterable[str]) -> set[str]:
+        """The normalised ids among ``entity_ids`` that are in the graph."""
+        ids = sorted({normalize_curie(i) for i in entity_ids})
+        found: set[str] = set()
+        for chunk in _chunks(ids, self.batch_size):
+            found |= self._existing_ids(chunk)
+        return found
+
+    def scan_entities(self, after: str = "", limit: int = 10_000, with_xrefs: bool = False) -> list[Entity]:
+        """A page of entities in id order, starting after ``after`` (pass the last id of a page)."""
+        return [row_to_entity(r) for r in self._scan_entities(after, limit, with_xrefs)]
 
     def find_entities(self, name: str, category: str | None = None, limit: int = 20) -> list[Entity]:
         """Entities whose name or a synonym equals ``name`` (case and white space ignored)."""

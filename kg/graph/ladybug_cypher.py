@@ -36,6 +36,7 @@ ENTITY_COLUMNS = (
     "description",
     "xrefs",
     "sources",
+    "obsolete",
     "created_at",
 )
 RELATION_COLUMNS = (
@@ -64,7 +65,7 @@ SCHEMA = [
     """CREATE NODE TABLE IF NOT EXISTS Entity(
         id STRING PRIMARY KEY, name STRING, name_key STRING, category STRING,
         synonyms STRING[], synonym_keys STRING[], description STRING,
-        xrefs STRING[], sources STRING[], created_at STRING)""",
+        xrefs STRING[], sources STRING[], obsolete BOOLEAN, created_at STRING)""",
     """CREATE REL TABLE IF NOT EXISTS Rel(FROM Entity TO Entity,
         key STRING, type STRING, subject STRING, object STRING, source STRING, evidence STRING,
         confidence DOUBLE, negated BOOLEAN, valid_from STRING, valid_to STRING)""",
@@ -81,8 +82,14 @@ UNWIND $rows AS row
 MATCH (e:Entity {id: row.id})
 SET e.name = row.name, e.name_key = row.name_key, e.category = row.category,
     e.synonyms = row.synonyms, e.synonym_keys = row.synonym_keys, e.description = row.description,
-    e.xrefs = row.xrefs, e.sources = row.sources
+    e.xrefs = row.xrefs, e.sources = row.sources, e.obsolete = row.obsolete
 """
+
+SCAN_ENTITIES = f"""
+MATCH (e:Entity) WHERE e.id > $after {{xrefs_filter}}
+RETURN {E} ORDER BY e.id LIMIT $limit
+"""
+XREFS_FILTER = "AND size(e.xrefs) > 0"
 
 FIND_BY_KEY = f"""
 MATCH (e:Entity)

@@ -34,6 +34,7 @@ _ENTITY_SCHEMA = pa.schema(
         ("description", _STR),
         ("xrefs", _STR_LIST),
         ("sources", _STR_LIST),
+        ("obsolete", pa.bool_()),
         ("created_at", _STR),
     ]
 )
@@ -153,6 +154,12 @@ class LadybugGraphStore(BaseGraphStore):
 
     def _update_entities(self, rows: Sequence[dict[str, Any]]) -> None:
         self._run(q.UPDATE_ENTITIES, {"rows": [{k: r[k] for k in q.ENTITY_COLUMNS} for r in rows]})
+
+    def _scan_entities(self, after: str, limit: int, with_xrefs: bool) -> list[dict[str, Any]]:
+        query = q.SCAN_ENTITIES.format(xrefs_filter=q.XREFS_FILTER if with_xrefs else "")
+        return [
+            dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(query, {"after": after, "limit": limit})
+        ]
 
     def _find_by_key(self, key: str, category: str | None, limit: int) -> list[dict[str, Any]]:
         query = q.FIND_BY_KEY.format(category_filter=q.CATEGORY_FILTER if category else "")

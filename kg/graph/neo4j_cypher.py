@@ -32,8 +32,14 @@ FOREACH (_ IN CASE WHEN old IS NOT NULL AND old <> row.category AND old <> 'Enti
     REMOVE e:$(old))
 SET e.name = row.name, e.name_key = row.name_key, e.category = row.category,
     e.synonyms = row.synonyms, e.synonym_keys = row.synonym_keys, e.description = row.description,
-    e.xrefs = row.xrefs, e.sources = row.sources, e:$(row.category)
+    e.xrefs = row.xrefs, e.sources = row.sources, e.obsolete = row.obsolete, e:$(row.category)
 """
+
+SCAN_ENTITIES = {
+    False: f"MATCH (e:Entity) WHERE e.id > $after RETURN {_ENTITY} ORDER BY e.id LIMIT $limit",
+    True: f"MATCH (e:Entity) WHERE e.id > $after AND size(coalesce(e.xrefs, [])) > 0 "
+    f"RETURN {_ENTITY} ORDER BY e.id LIMIT $limit",
+}
 
 FIND_BY_KEY = f"""
 CALL () {{

@@ -148,6 +148,9 @@ class Neo4jGraphStore(BaseGraphStore):
     def _update_entities(self, rows: Sequence[dict[str, Any]]) -> None:
         self._run(q.UPSERT_ENTITIES, {"rows": list(rows)})
 
+    def _scan_entities(self, after: str, limit: int, with_xrefs: bool) -> list[dict[str, Any]]:
+        return [row[0] for row in self._run(q.SCAN_ENTITIES[with_xrefs], {"after": after, "limit": limit})]
+
     def _find_by_key(self, key: str, category: str | None, limit: int) -> list[dict[str, Any]]:
         return [row[0] for row in self._run(q.FIND_BY_KEY, {"key": key, "category": category, "limit": limit})]
 

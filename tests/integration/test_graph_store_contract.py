@@ -347,3 +347,13 @@ def test_bad_ids_fail_clearly(store: BaseGraphStore) -> None:
     with pytest.raises(ValueError, match="give a subject"):
         store.relations()
     assert isinstance(GraphStoreError("x"), RuntimeError)
+
+
+def test_scan_pages_in_id_order_and_existing(store: BaseGraphStore) -> None:
+    load(store)
+    page1 = store.scan_entities(limit=3)
+    page2 = store.scan_entities(after=page1[-1].id, limit=10)
+    ids = [e.id for e in page1 + page2]
+    assert ids == sorted(e.id for e in GRAPH_ENTITIES)
+    assert [e.id for e in store.scan_entities(with_xrefs=True)] == ["DOID:14323"]
+    assert store.existing(["MIM:154700", "HP:404", "Gene::2200"]) == {"OMIM:154700", "NCBIGene:2200"}

@@ -1,0 +1,280 @@
+"""A streaming OBO 1.2/1.4 reader and its mapping to entities and relations.
+
+Written here rather than taken from pronto/obonet because a malformed stanza must be reported with
+its file and line and skipped while the rest loads; those libraries stop at the first syntax error.
+Terms map to :class:`Entity` (definition as description; EXACT and RELATED synonyms; xrefs and alt
+ids as xrefs; obsolete terms kept with ``obsolete=True``), ``is_a`` to ``IS_A``, typed
+``relationship:`` lines to their UPPER_SNAKE type, ``replaced_by`` to ``REPLACED_BY``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ingest.report import Problem
+from ingest.sources import open_text
+from kg.curie import CurieError, normalize_curie
+from kg.model import Entity, Relation
+
+__all__ = ["OboTerm", "OboHeader", "read_obo", "obo_items", "CATEGORY_BY_PREFIX", "relation_type_name"]
+
+# Default entity category of an ontology's terms, by id prefix.
+CATEGORY_BY_PREFIX = {
+    "DOID": "Disease",
+    "MONDO": "Disease",
+    "ORPHA": "Disease",
+    "HP": "Phenotype",
+    "SYMP": "Symptom",
+    "UBERON": "Anatomy",
+    "GO": "BiologicalProcess",
+    "CHEBI": "Chemical",
+    "CL": "CellType",
+}
+LINKING_SCOPES = ("EXACT", "RELATED")
+
+_QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"\s*(.*)$')
+_SYNONYM_SCOPE = re.compile(r"^(EXACT|RELATED|NARROW|BROAD)\b")
+
+
+@dataclass
+class OboHeader:
+    format_version: str | None = None
+    data_version: str | None = None
+    ontology: str | None = None
+
+
+@dataclass
+class OboTerm:
+    id: str
+    line: int
+    name: str | None = None
+    definition: str | None = None
+    synonyms: list[tuple[str, str]] = field(default_factory=list)  # (text, scope)
+    xrefs: list[str] = field(default_factory=list)
+    alt_ids: list[str] = field(default_factory=list)
+    is_a: list[str] = field(default_factory=list)
+    relationships: list[tuple[str, str]] = field(default_factory=list)  # (type, target)
+    obsolete: bool = False
+    replaced_by: list[str] = field(default_factory=list)
+    consider: list[str] = field(default_factory=list)
+    namespace: str | None = None
+
+
+def _strip_comment(value: str) -> str:
+    """Drop a trailing ``! comment`` and ``{modifiers}`` outside quotes."""
+    in_quote = escaped = False
+    for i, ch in enumerate(value):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            in_quote = not in_quote
+        elif ch == "!" and not in_quote and (i == 0 or value[i - 1].isspace()):
+            value = value[:i]
+            break
+    value = value.strip()
+    if value.endswith("}") and "{" in value and not value.startswith('"'):
+        value = value[: value.rindex("{")].strip()
+    return value
+
+
+def _unquote(value: str) -> tuple[str, str] | None:
+    m = _QUOTED.match(value)
+    if not m:
+        return None
+    text = re.sub(r"\\(.)", r"\1", m.group(1))
+    return text, m.group(2)
+
+
+def read_obo(path: str | Path, report: list[Problem] | None = None) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
+    """Return the header and an iterator of terms (``[Term]`` stanzas) and problems, streaming."""
+    path = Path(path)
+    handle = open_text(path)
+    header = OboHeader()
+    lines = iter(enumerate(handle, start=1))
+    pending: tuple[int, str] | None = None
+    for lineno, raw in lines:
+        line = raw.strip()
+        if line.startswith("["):
+            pending = (lineno, line)
+            break
+        if ":" in line:
+            tag, _, value = line.partition(":")
+            value = value.strip()
+            if tag == "format-version":
+                header.format_version = value
+            elif tag == "data-version":
+                header.data_version = value
+            elif tag == "ontology":
+                header.ontology = value
+
+    def stanzas() -> Iterator[OboTerm | Problem]:
+        try:
+            if pending is None:
+                return
+            kind_line, kind = pending
+            term: OboTerm | None = None
+            bad_stanza = False
+            start = kind_line
+
+            def finish() -> Iterator[OboTerm | Problem]:
+                if kind == "[Term]":
+                    if term is None:
+                        yield Problem(file=str(path), line=start, message="[Term] stanza without an id: skipped")
+                    elif not bad_stanza:
+                        yield term
+
+            for lineno, raw in lines:
+                line = raw.strip()
+                if not line or line.startswith("!"):
+                    continue
+                if line.startswith("[") and line.endswith("]"):
+                    yield from finish()
+                    kind, start, term, bad_stanza = line, lineno, None, False
+                    continue
+                if kind != "[Term]" or bad_stanza:
+                    continue
+                tag, sep, value = line.partition(":")
+                if not sep or not tag or " " in tag:
+                    yield Problem(
+                        file=str(path), line=lineno, message=f"malformed line (expected 'tag: value'): {line[:80]!r}"
+                    )
+                    continue
+                value = _strip_comment(value.strip())
+                if tag == "id":
+                    term = OboTerm(id=value, line=start)
+                    continue
+                if term is None:
+                    yield Problem(
+                        file=str(path), line=lineno, message=f"'{tag}' before the stanza's id: stanza skipped"
+                    )
+                    bad_stanza = True
+                    continue
+                problem = _apply(term, tag, value)
+                if problem:
+                    yield Problem(file=str(path), line=lineno, message=f"{term.id}: {problem}")
+            yield from finish()
+        finally:
+            handle.close()
+
+    return header, stanzas()
+
+
+def _apply(term: OboTerm, tag: str, value: str) -> str | None:
+    """Set one tag on ``term``; return a problem description for a value that cannot be read."""
+    if tag == "name":
+        term.name = value
+    elif tag == "def":
+        parsed = _unquote(value)
+        if parsed is None:
+            return "def is not a quoted string: ignored"
+        term.definition = parsed[0]
+    elif tag == "synonym":
+        parsed = _unquote(value)
+        if parsed is None:
+            return "synonym is not a quoted string: ignored"
+        text, rest = parsed
+        m = _SYNONYM_SCOPE.match(rest)
+        term.synonyms.append((text, m.group(1) if m else "RELATED"))
+    elif tag == "xref":
+        term.xrefs.append(value.split(" ", 1)[0])
+    elif tag == "alt_id":
+        term.alt_ids.append(value)
+    elif tag == "is_a":
+        term.is_a.append(value.split(" ", 1)[0])
+    elif tag == "relationship":
+        parts = value.split()
+        if len(parts) < 2:
+            return f"relationship without a target: {value!r}"
+        term.relationships.append((parts[0], parts[1]))
+    elif tag == "is_obsolete":
+        term.obsolete = value.lower() == "true"
+    elif tag == "replaced_by":
+        term.replaced_by.append(value)
+    elif tag == "consider":
+        term.consider.append(value)
+    elif tag == "namespace":
+        term.namespace = value
+    return None
+
+
+def relation_type_name(name: str) -> str:
+    """``part_of`` -> ``PART_OF``; ``RO:0002200`` -> ``RO_0002200``."""
+    cleaned = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_").upper()
+    return cleaned if cleaned and cleaned[0].isalpha() else f"REL_{cleaned}"
+
+
+def obo_items(
+    path: str | Path,
+    source: str,
+    category: str | None = None,
+    prefix: str | None = None,
+    categorize: dict[str, str] | None = None,
+) -> Iterator[Entity | Relation | Problem | tuple[str, int]]:
+    """Entities, relations, problems and ``("terms", 1)``-style counts for one OBO file.
+
+    ``prefix`` keeps only terms of that prefix (others are counted as foreign); ``category`` names the
+    entities' category (default: by prefix, else ``Concept``); ``categorize`` overrides it per id.
+    ``source`` gets the file's data-version appended when it has one.
+    """
+    header, stream = read_obo(path)
+    version = header.data_version.rsplit("/", 1)[-1] if header.data_version else None
+    src = f"{source}:{version}" if version and ":" not in source else source
+    wanted = prefix.upper() if prefix else None
+    relations: list[Relation] = []
+    for item in stream:
+        if isinstance(item, Problem):
+            yield item
+            continue
+        term = item
+        try:
+            curie = normalize_curie(term.id)
+        except CurieError as exc:
+            yield Problem(file=str(path), line=term.line, message=f"term id: {exc}")
+            continue
+        term_prefix = curie.split(":", 1)[0]
+        if wanted and term_prefix != wanted:
+            yield ("foreign terms skipped", 1)
+            continue
+        yield ("terms", 1)
+        xrefs: list[str] = []
+        for x in [*term.xrefs, *term.alt_ids]:
+            try:
+                xrefs.append(normalize_curie(x))
+            except CurieError:
+                yield ("unreadable xrefs ignored", 1)
+        try:
+            entity = Entity(
+                id=curie,
+                name=term.name or curie,
+                category=(categorize or {}).get(curie) or category or CATEGORY_BY_PREFIX.get(term_prefix, "Concept"),
+                synonyms=[text for text, scope in term.synonyms if scope in LINKING_SCOPES],
+                description=term.definition,
+                xrefs=[x for x in xrefs if x != curie],
+                sources=[src],
+                obsolete=term.obsolete,
+            )
+        except ValidationError as exc:
+            yield Problem(file=str(path), line=term.line, message=f"{curie}: {exc.errors()[0]['msg']}")
+            continue
+        yield entity
+        if term.obsolete:
+            yield ("obsolete terms", 1)
+        edges = [("IS_A", t) for t in term.is_a]
+        edges += [(relation_type_name(rt), t) for rt, t in term.relationships]
+        edges += [("REPLACED_BY", t) for t in term.replaced_by]
+        for rel_type, target in edges:
+            try:
+                relations.append(Relation(subject=curie, type=rel_type, object=target, source=src))
+            except ValidationError as exc:
+                yield Problem(
+                    file=str(path), line=term.line, message=f"{curie} {rel_type} {target}: {exc.errors()[0]['msg']}"
+                )
+    # Relations after all terms, so that every endpoint of this file is already an entity.
+    yield from relations

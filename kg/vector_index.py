@@ -1,0 +1,279 @@
+"""Persistent FAISS vector indexes keyed by string ids.
+
+Design:
+
+* One index per kind (``entities``, ``passages``, ``images`` ...), stored in a directory as two files:
+  ``<name>.faiss`` (written by ``faiss.write_index``) and ``<name>.ids.json`` (the id map).
+* Vectors are L2-normalised float32, so inner product is cosine similarity.
+* FAISS only knows int64 ids; string ids (CURIEs such as ``HP:0001250`` or passage ids such as
+  ``PMID:123#s4``) are mapped to int64 ids from a counter kept in the id map. A replaced id keeps its int64 id.
+* Each id may carry a fingerprint (e.g. a hash of the embedded text): :meth:`VectorIndex.needs_update` tells a
+  caller which texts to embed, and :meth:`VectorIndex.upsert` skips ids whose fingerprint is unchanged.
+* The id map records a SHA-256 checksum of the index file, so a corrupt, truncated or mismatched index file is
+  detected when it is opened. Both files are written to temporary files, fsynced and moved into place.
+* Up to ``flat_max`` vectors (default ~1M) the index is exact (``IndexIDMap2(IndexFlatIP)``). :meth:`rebuild`
+  switches to an ``IndexIVFFlat`` (inner product, nlist ~ 4*sqrt(n), hashtable direct map so vectors stay
+  retrievable and removable) when the index holds more than ``flat_max`` vectors, and back to flat below it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+__all__ = ["VectorIndex", "VectorIndexError"]
+
+FORMAT_VERSION = 1
+MIN_POINTS_PER_CENTROID = 39  # FAISS k-means wants at least this many training points per list
+
+
+class VectorIndexError(RuntimeError):
+    """An index or id-map file that cannot be used (missing, corrupt, mismatched, wrong dimension)."""
+
+
+def _sha256(path: Path) -> str:
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    if os.name == "nt" and path.is_dir():  # directories cannot be opened for fsync on Windows
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class VectorIndex:
+    """A FAISS index of normalised vectors keyed by string ids, persisted in ``directory``."""
+
+    def __init__(
+        self, directory: Path | str, name: str, dim: int, *, flat_max: int = 1_000_000, nprobe: int = 16
+    ) -> None:
+        if not name or Path(name).name != name:
+            raise ValueError(f"index name must be a plain file name, got {name!r}")
+        if dim <= 0 or flat_max <= 0 or nprobe <= 0:
+            raise ValueError("dim, flat_max and nprobe must be positive")
+        self.directory, self.name, self.dim = Path(directory), name, dim
+        self.flat_max, self.nprobe = flat_max, nprobe
+        self.index_path = self.directory / f"{name}.faiss"
+        self.ids_path = self.directory / f"{name}.ids.json"
+        self._lock = threading.RLock()
+        self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
+        self._kind = "flat"
+        self._fids: dict[str, int] = {}
+        self._sids: dict[int, str] = {}
+        self._fps: dict[str, str | None] = {}
+        self._next_id = 0
+
+    @classmethod
+    def open(
+        cls, directory: Path | str, name: str, dim: int, *, flat_max: int = 1_000_000, nprobe: int = 16
+    ) -> VectorIndex:
+        """Load ``<directory>/<name>.faiss`` and its id map if they exist, else return an empty index."""
+        self = cls(directory, name, dim, flat_max=flat_max, nprobe=nprobe)
+        has_index, has_ids = self.index_path.exists(), self.ids_path.exists()
+        if has_index != has_ids:
+            missing = self.ids_path if has_index else self.index_path
+            raise VectorIndexError(f"{missing} is missing (its partner file exists)")
+        if has_index:
+            self._load()
+        return self
+
+    def _load(self) -> None:
+        try:
+            meta = json.loads(self.ids_path.read_text(encoding="utf-8"))
+            version, stored_dim, kind = meta["format"], int(meta["dim"]), meta["index_kind"]
+            entries = [(str(s), int(f), None if fp is None else str(fp)) for s, f, fp in meta["ids"]]
+            next_id, checksum = int(meta["next_id"]), str(meta["sha256"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise VectorIndexError(f"{self.ids_path} is not a valid id map: {exc}") from exc
+        if version != FORMAT_VERSION:
+            raise VectorIndexError(f"{self.ids_path} has format {version}, expected {FORMAT_VERSION}")
+        if stored_dim != self.dim:
+            raise VectorIndexError(f"{self.index_path} has dimension {stored_dim}, but dimension {self.dim} was asked")
+        if _sha256(self.index_path) != checksum:
+            raise VectorIndexError(f"{self.index_path} is corrupt: its SHA-256 does not match {self.ids_path}")
+        try:
+            index = faiss.read_index(str(self.index_path))
+        except RuntimeError as exc:
+            raise VectorIndexError(f"{self.index_path} cannot be read by FAISS: {exc}") from exc
+        if not isinstance(index, faiss.IndexIDMap2 if kind == "flat" else faiss.IndexIVFFlat):
+            raise VectorIndexError(f"{self.index_path} holds {type(index).__name__}, but {self.ids_path} says {kind}")
+        if index.d != self.dim:
+            raise VectorIndexError(f"{self.index_path} has dimension {index.d}, but dimension {self.dim} was asked")
+        if index.ntotal != len(entries):
+            raise VectorIndexError(f"{self.index_path} holds {index.ntotal} vectors but its id map {len(entries)}")
+        self._fids = {s: f for s, f, _ in entries}
+        self._sids = {f: s for s, f, _ in entries}
+        if not len(self._fids) == len(self._sids) == len(entries):
+            raise VectorIndexError(f"{self.ids_path} has duplicate ids")
+        self._fps = {s: fp for s, _, fp in entries}
+        self._index, self._kind, self._next_id = index, kind, next_id
+        if kind == "ivf":
+            index.nprobe = min(self.nprobe, index.nlist)
+
+    def _prepare(self, vectors: np.ndarray, what: str) -> np.ndarray:
+        array = np.array(vectors, dtype=np.float32, copy=True, order="C")
+        if array.ndim != 2 or array.shape[1] != self.dim:
+            raise ValueError(f"{what} must have shape (n, {self.dim}), got {array.shape}")
+        if not np.isfinite(array).all():
+            raise ValueError(f"{what} contain NaN or infinite values")
+        faiss.normalize_L2(array)
+        return array
+
+    def _remove_fids(self, fids: list[int]) -> None:
+        if not fids:
+            return
+        arr = np.asarray(fids, dtype=np.int64)
+        # An IVF index with a hashtable direct map only removes through an IDSelectorArray.
+        selector = faiss.IDSelectorArray if self._kind == "ivf" else faiss.IDSelectorBatch
+        self._index.remove_ids(selector(arr.size, faiss.swig_ptr(arr)))
+
+    def upsert(self, ids: list[str], vectors: np.ndarray, fingerprints: list[str] | None = None) -> int:
+        """Add or replace vectors; ids whose given fingerprint equals the stored one are skipped.
+
+        Returns how many vectors were added or replaced. Duplicate ids in one call: the last one wins."""
+        array = self._prepare(vectors, "vectors")
+        if len(ids) != len(array) or (fingerprints is not None and len(fingerprints) != len(ids)):
+            raise ValueError(f"got {len(ids)} ids, {len(array)} vectors and {len(fingerprints or ids)} fingerprints")
+        if len(array) and (np.linalg.norm(array, axis=1) < 0.5).any():
+            raise ValueError("vectors must be non-zero")
+        with self._lock:
+            last = {sid: i for i, sid in enumerate(ids)}
+            fps = fingerprints or [None] * len(ids)
+            rows = [i for sid, i in last.items() if fps[i] is None or self._fps.get(sid) != fps[i]]
+            if not rows:
+                return 0
+            self._remove_fids([self._fids[ids[i]] for i in rows if ids[i] in self._fids])
+            fids = []
+            for i in rows:
+                if ids[i] not in self._fids:
+                    self._fids[ids[i]], self._sids[self._next_id] = self._next_id, ids[i]
+                    self._next_id += 1
+                self._fps[ids[i]] = fps[i]
+                fids.append(self._fids[ids[i]])
+            self._index.add_with_ids(array[rows], np.asarray(fids, dtype=np.int64))
+            return len(rows)
+
+    def needs_update(self, ids: list[str], fingerprints: list[str]) -> list[int]:
+        """Indices of ``ids`` whose stored fingerprint is missing or differs from ``fingerprints``."""
+        if len(ids) != len(fingerprints):
+            raise ValueError(f"got {len(ids)} ids and {len(fingerprints)} fingerprints")
+        with self._lock:
+            return [
+                i
+                for i, (sid, fp) in enumerate(zip(ids, fingerprints, strict=True))
+                if fp is None or self._fps.get(sid) != fp
+            ]
+
+    def remove(self, ids: Iterable[str]) -> int:
+        """Remove the given ids (unknown ids are ignored); returns how many were removed."""
+        with self._lock:
+            present = list(dict.fromkeys(sid for sid in ids if sid in self._fids))
+            self._remove_fids([self._fids[sid] for sid in present])
+            for sid in present:
+                del self._sids[self._fids.pop(sid)], self._fps[sid]
+            return len(present)
+
+    def search(self, queries: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        """Top-``k`` ids by cosine similarity for each query, best first. A 1-D query is one query."""
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        query = np.asarray(queries)
+        array = self._prepare(query[None, :] if query.ndim == 1 else query, "queries")
+        with self._lock:
+            if self._index.ntotal == 0 or len(array) == 0:
+                return [[] for _ in range(len(array))]
+            scores, fids = self._index.search(array, min(k, self._index.ntotal))
+            return [
+                [(self._sids[int(f)], float(s)) for s, f in zip(row_s, row_f, strict=True) if f >= 0]
+                for row_s, row_f in zip(scores, fids, strict=True)
+            ]
+
+    def vector(self, id: str) -> np.ndarray | None:
+        """The stored (normalised) vector of ``id``, or None."""
+        with self._lock:
+            fid = self._fids.get(id)
+            return None if fid is None else self._index.reconstruct(fid)
+
+    def rebuild(self) -> None:
+        """Re-create the index from its stored vectors: exact flat up to ``flat_max`` vectors, IVF above."""
+        with self._lock:
+            fids = np.asarray(list(self._sids), dtype=np.int64)
+            vectors = self._index.reconstruct_batch(fids) if len(fids) else np.zeros((0, self.dim), np.float32)
+            n = len(fids)
+            if n <= self.flat_max:
+                index, kind = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), "flat"
+            else:
+                nlist = max(1, min(int(4 * math.sqrt(n)), n // MIN_POINTS_PER_CENTROID))
+                index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+                index.train(vectors)
+                index.set_direct_map_type(faiss.DirectMap.Hashtable)
+                index.nprobe, kind = min(self.nprobe, nlist), "ivf"
+            if n:
+                index.add_with_ids(vectors, fids)
+            self._index, self._kind = index, kind
+
+    def save(self) -> None:
+        """Atomically write the index and its id map (temp files in the same directory, fsync, os.replace)."""
+        with self._lock:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            tmp_index, tmp_ids = self._tempfile(".faiss"), self._tempfile(".ids.json")
+            try:
+                faiss.write_index(self._index, str(tmp_index))
+                _fsync(tmp_index)
+                meta = {
+                    "format": FORMAT_VERSION,
+                    "dim": self.dim,
+                    "index_kind": self._kind,
+                    "ids": [[sid, fid, self._fps[sid]] for sid, fid in self._fids.items()],
+                    "next_id": self._next_id,
+                    "sha256": _sha256(tmp_index),
+                }
+                tmp_ids.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+                _fsync(tmp_ids)
+                os.replace(tmp_index, self.index_path)
+                os.replace(tmp_ids, self.ids_path)
+                _fsync(self.directory)
+            finally:
+                tmp_index.unlink(missing_ok=True)
+                tmp_ids.unlink(missing_ok=True)
+
+    def _tempfile(self, suffix: str) -> Path:
+        fd, name = tempfile.mkstemp(prefix=f".{self.name}.", suffix=f"{suffix}.tmp", dir=self.directory)
+        os.close(fd)
+        return Path(name)
+
+    @property
+    def kind(self) -> str:
+        """``"flat"`` (exact) or ``"ivf"``."""
+        return self._kind
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._fids)
+
+    def __contains__(self, id: object) -> bool:
+        with self._lock:
+            return id in self._fids
+
+    def fingerprint(self, id: str) -> str | None:
+        with self._lock:
+            return self._fps.get(id)
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return list(self._fids)
