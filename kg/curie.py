@@ -83,7 +83,7 @@ _HETIONET_KINDS: dict[str, str] = {
 # Prefixes whose local part is upper-cased (D008382, C0024796, DB00945).
 _UPPER_LOCAL = {"MESH", "UMLS", "DRUGBANK", "NDFRT"}
 # Prefixes whose local part is a plain number (leading '#', '%', '+', '*' and zero padding kept as given).
-_NUMERIC_LOCAL = {"OMIM", "ORPHA", "NCBIGene", "PMID"}
+_NUMERIC_LOCAL = {"OMIM", "OMIMPS", "ORPHA", "NCBIGene", "PMID"}
 
 _OBO_PURL = re.compile(r"^https?://purl\.obolibrary\.org/obo/([A-Za-z][A-Za-z0-9]*)_(\S+)$")
 _ORDO_IRI = re.compile(r"^https?://www\.orpha\.net/ORDO/Orphanet_(\d+)$")
@@ -172,6 +172,8 @@ def normalize_curie(value: str, default_prefix: str | None = None) -> str:
 
     prefix, _, local = value.partition(":")
     prefix = _canonical_prefix(prefix.strip())
+    if prefix == "OMIM" and local.strip().upper().startswith("PS"):  # OMIM phenotypic series, MIM:PS267700
+        prefix, local = "OMIMPS", local.strip()[2:]
     # MeSH descriptors are sometimes written MESH:MESH:D0001 or MSH:D0001; strip a repeated prefix.
     if ":" in local and _canonical_prefix(local.split(":", 1)[0]) == prefix:
         local = local.split(":", 1)[1]

@@ -37,7 +37,7 @@ class Settings(BaseSettings):
     graph_backend: GraphBackend = Field(default=GraphBackend.ladybug, description="ladybug (embedded) or neo4j.")
 
     # Embedded store (Ladybug) resources: explicit, so many databases can be open at once.
-    ladybug_buffer_pool_mb: int = Field(default=512, ge=16, le=1 << 20)
+    ladybug_buffer_pool_mb: int = Field(default=2048, ge=16, le=1 << 20)
     ladybug_max_db_size_gb: int = Field(default=64, ge=1, le=1 << 16)
 
     neo4j_uri: str = Field(default="bolt://localhost:7687")

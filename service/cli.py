@@ -43,7 +43,7 @@ def container() -> Iterator[Container]:
     c = Container(settings)
     try:
         yield c
-    except (GraphStoreError, CurieError, ValueError) as exc:
+    except (GraphStoreError, CurieError, ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     finally:
         try:
@@ -60,6 +60,18 @@ def emit(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) 
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@app.command()
+def similar(
+    text: str,
+    k: Annotated[int, typer.Option(help="How many entities.")] = 10,
+) -> None:
+    """Entities nearest in meaning to TEXT (the entity vector index)."""
+    with container() as c:
+        hits = c.entity_index.search(text, k=k)
+        names = c.graph.get_entities(i for i, _ in hits)
+    emit([{"id": i, "name": names[i].name if i in names else None, "score": round(s, 4)} for i, s in hits], True)
 
 
 @app.command()
@@ -99,13 +111,42 @@ def config() -> None:
 
 
 @app.command()
-def entity(entity_id: str) -> None:
-    """Show one entity by CURIE (any source spelling: MIM:154700, Gene::4313, ...)."""
+def entity(
+    entity_id: str,
+    limit: Annotated[int, typer.Option(help="At most this many relations shown.")] = 200,
+    as_json: JsonOpt = False,
+) -> None:
+    """One entity by CURIE (any source spelling: MIM:154700, Gene::4313, ...) with its current relations."""
     with container() as c:
         found = c.graph.get_entity(entity_id)
-    if found is None:
-        raise fail(f"no entity {entity_id!r}", code=1)
-    emit(found.model_dump(mode="json"), True)
+        if found is None:
+            raise fail(f"no entity {entity_id!r}", code=1)
+        nbrs = c.graph.neighbours(found.id, limit=limit)
+    data = {**found.model_dump(mode="json"), "relations": [n.model_dump(mode="json") for n in nbrs]}
+
+    def render(d: dict[str, Any]) -> None:
+        out.print(f"[bold]{d['id']}[/]  {d['name']}  ({d['category']}{', obsolete' if d['obsolete'] else ''})")
+        if d["description"]:
+            out.print(d["description"], highlight=False)
+        for label in ("synonyms", "xrefs", "sources"):
+            if d[label]:
+                out.print(f"{label}: " + ", ".join(d[label]), highlight=False)
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for n in d["relations"]:
+            groups.setdefault((n["relation"]["type"], n["direction"]), []).append(n)
+        for (rel_type, direction), items in sorted(groups.items()):
+            arrow = f"-[{rel_type}]->" if direction == "out" else f"<-[{rel_type}]-"
+            out.print(f"\n[bold]{arrow}[/] ({len(items)})")
+            for n in items:
+                rel, other = n["relation"], n["entity"]
+                pmids = rel["evidence"].get("pmids") or []
+                cited = f"  [{', '.join(pmids[:6])}{' ...' if len(pmids) > 6 else ''}]" if pmids else ""
+                neg = "NOT " if rel["negated"] else ""
+                out.print(f"  {neg}{other['name']} ({other['id']}){cited}", highlight=False)
+        if len(d["relations"]) >= limit:
+            out.print(f"(first {limit} relations; --limit for more)")
+
+    emit(data, as_json, render)
 
 
 @app.command()
@@ -185,6 +226,15 @@ def serve(
     except SettingsError as exc:
         raise fail(str(exc)) from None
     uvicorn.run(create_app(settings), host=host or settings.api_host, port=port or settings.api_port, log_level="info")
+
+
+def _register_subcommands() -> None:
+    from service.ingest_cli import app as ingest_app
+
+    app.add_typer(ingest_app, name="ingest")
+
+
+_register_subcommands()
 
 
 def main() -> None:  # pragma: no cover - console entry point alias

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from kg.embedders import TextEmbedder
+from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.settings import GraphBackend, Settings, load_settings
 
@@ -48,6 +49,10 @@ class Container:
     @cached_property
     def text_embedder(self) -> TextEmbedder:
         return TextEmbedder(self.settings.embedding_model, device=self.settings.embedding_device)
+
+    @cached_property
+    def entity_index(self) -> EntityIndex:
+        return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder)
 
     def close(self) -> None:
         if "graph" in self.__dict__:

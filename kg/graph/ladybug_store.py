@@ -67,7 +67,7 @@ class LadybugGraphStore(BaseGraphStore):
     def __init__(
         self,
         path: str | Path,
-        buffer_pool_mb: int = 512,
+        buffer_pool_mb: int = 2048,
         max_db_size_gb: int = 64,
         batch_size: int = 50_000,
         read_only: bool = False,
@@ -124,7 +124,11 @@ class LadybugGraphStore(BaseGraphStore):
         self._run("COMMIT")
 
     def _rollback(self) -> None:
-        self._run("ROLLBACK")
+        # A failed statement may already have ended the transaction; the original error matters.
+        try:
+            self._conn.execute("ROLLBACK")
+        except RuntimeError:
+            pass
 
     def close(self) -> None:
         if self._db is None:

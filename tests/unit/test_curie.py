@@ -9,6 +9,7 @@ from kg.curie import CurieError, curie_prefix, normalize_curie, try_normalize_cu
         ("MIM:154700", "OMIM:154700"),
         ("OMIM:154700", "OMIM:154700"),
         ("OMIM:#154700", "OMIM:154700"),
+        ("MIM:PS267700", "OMIMPS:267700"),
         ("ORDO:558", "ORPHA:558"),
         ("Orphanet:558", "ORPHA:558"),
         ("ORPHA:558", "ORPHA:558"),

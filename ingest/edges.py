@@ -1,0 +1,209 @@
+"""TSV/CSV edge and node lists through a small declarative mapping (YAML).
+
+A mapping names the columns that make entities (``nodes``) and relations (``edges``)::
+
+    name: pharmacotherapydb
+    source: pharmacotherapydb:1.0
+    delimiter: "\\t"
+    edges:
+      - subject: {column: drugbank_id}              # ids go through the CURIE normaliser
+        object: {column: doid_id}
+        type: {column: category, map: {DM: TREATS, SYM: PALLIATES, NOT: TREATS}}
+        negated: {column: category, map: {NOT: "true"}}
+        subject_node: {name: {column: drug}, category: {value: Drug}}   # create/merge endpoint entities
+        object_node: {name: {column: disease}, category: {value: Disease}}
+        evidence: [category, n_curators, n_resources]
+
+A value is ``{column: C}`` (optionally ``map`` from raw to value, ``prefix`` for bare ids, ``split``
+to make a list) or ``{value: V}``. Rows are read with Python's csv module (quoted fields allowed);
+a row that cannot be read is reported with its line number and skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ingest.report import Problem
+from ingest.sources import open_text
+from ingest.writer import Item
+from kg.curie import CurieError, normalize_curie
+from kg.model import Entity, Relation
+
+__all__ = ["Mapping", "load_mapping", "edge_items", "bundled_mappings"]
+
+
+class MappingError(ValueError):
+    """A mapping file that cannot be used; the message names the file and the field."""
+
+
+class Value(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    column: str | None = None
+    value: str | None = None
+    map: dict[str, str] | None = None
+    prefix: str | None = None
+    split: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Value:
+        if (self.column is None) == (self.value is None):
+            raise ValueError("give exactly one of 'column' or 'value'")
+        return self
+
+    def raw(self, row: dict[str, str]) -> str | None:
+        if self.value is not None:
+            return self.value
+        text = (row.get(self.column or "") or "").strip()
+        if self.map is not None:
+            return self.map.get(text)
+        return text or None
+
+    def values(self, row: dict[str, str]) -> list[str]:
+        text = self.raw(row)
+        if text is None:
+            return []
+        return [v.strip() for v in text.split(self.split)] if self.split else [text]
+
+
+class NodeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: Value | None = None  # absent for an edge's endpoint node (the endpoint id is used)
+    name: Value
+    category: Value = Field(default_factory=lambda: Value(value="Concept"))
+    synonyms: Value | None = None
+    description: Value | None = None
+    xrefs: Value | None = None
+
+
+class EdgeSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    subject: Value
+    object: Value
+    type: Value
+    negated: Value | None = None
+    subject_node: NodeSpec | None = None
+    object_node: NodeSpec | None = None
+    evidence: list[str] = Field(default_factory=list)
+
+
+class Mapping(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    source: str
+    description: str | None = None
+    delimiter: str = "\t"
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    edges: list[EdgeSpec] = Field(default_factory=list)
+
+
+def bundled_mappings() -> dict[str, Path]:
+    folder = resources.files("ingest") / "mappings"
+    return {Path(str(p)).stem: Path(str(p)) for p in folder.iterdir() if str(p).endswith(".yaml")}
+
+
+def load_mapping(name_or_path: str | Path) -> Mapping:
+    """A bundled mapping by name (``medkg ingest edges --mapping pharmacotherapydb``) or a YAML file."""
+    path = Path(name_or_path)
+    if not path.exists():
+        bundled = bundled_mappings()
+        if str(name_or_path) not in bundled:
+            raise MappingError(
+                f"no mapping file {name_or_path!r} and no bundled mapping of that name "
+                f"(bundled: {', '.join(sorted(bundled))})"
+            )
+        path = bundled[str(name_or_path)]
+    try:
+        return Mapping.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except yaml.YAMLError as exc:
+        raise MappingError(f"{path}: not valid YAML: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise MappingError(f"{path}: {where}: {first['msg']}") from None
+
+
+def _entity(spec: NodeSpec, entity_id: str, row: dict[str, str], source: str) -> Entity:
+    name = spec.name.raw(row) or entity_id
+    return Entity(
+        id=entity_id,
+        name=name,
+        category=spec.category.raw(row) or "Concept",
+        synonyms=spec.synonyms.values(row) if spec.synonyms else [],
+        description=spec.description.raw(row) if spec.description else None,
+        xrefs=[x for x in (spec.xrefs.values(row) if spec.xrefs else []) if x],
+        sources=[source],
+    )
+
+
+def _curie(value: Value, row: dict[str, str]) -> str | None:
+    raw = value.raw(row)
+    return normalize_curie(raw, default_prefix=value.prefix) if raw else None
+
+
+def edge_items(path: str | Path, mapping: Mapping) -> Iterator[Item]:
+    """Entities and relations for every row of ``path``; relations come after all entities."""
+    path = Path(path)
+    relations: list[Relation] = []
+    with open_text(path) as handle:
+        reader = csv.DictReader(handle, delimiter=mapping.delimiter)
+        needed = {v.column for spec in [*mapping.nodes, *mapping.edges] for v in _values(spec) if v.column}
+        needed |= {c for e in mapping.edges for c in e.evidence}
+        missing = needed - set(reader.fieldnames or [])
+        if missing:
+            raise MappingError(
+                f"{path}: columns {sorted(missing)} named by mapping {mapping.name!r} are not in the "
+                f"header {reader.fieldnames}"
+            )
+        for row in reader:
+            lineno = reader.line_num
+            if None in row or any(v is None for v in row.values()):
+                yield Problem(file=str(path), line=lineno, message="wrong number of columns: row skipped")
+                continue
+            yield ("rows", 1)
+            try:
+                for spec in mapping.nodes:
+                    entity_id = _curie(spec.id, row) if spec.id else None
+                    if entity_id:
+                        yield _entity(spec, entity_id, row, mapping.source)
+                for spec in mapping.edges:
+                    subject, obj, rel_type = _curie(spec.subject, row), _curie(spec.object, row), spec.type.raw(row)
+                    if not (subject and obj and rel_type):
+                        yield ("rows without an edge (empty id or unmapped type)", 1)
+                        continue
+                    if spec.subject_node:
+                        yield _entity(spec.subject_node, subject, row, mapping.source)
+                    if spec.object_node:
+                        yield _entity(spec.object_node, obj, row, mapping.source)
+                    negated = (spec.negated.raw(row) or "").lower() in ("true", "1", "yes") if spec.negated else False
+                    evidence = {c: row[c] for c in spec.evidence if row.get(c)}
+                    relations.append(
+                        Relation(
+                            subject=subject,
+                            type=rel_type,
+                            object=obj,
+                            source=mapping.source,
+                            evidence=evidence,
+                            negated=negated,
+                        )
+                    )
+            except (CurieError, ValidationError) as exc:
+                message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+                yield Problem(file=str(path), line=lineno, message=message)
+    yield from relations
+
+
+def _values(spec: NodeSpec | EdgeSpec) -> list[Value]:
+    found: list[Value] = []
+    for field in spec.__class__.model_fields:
+        value = getattr(spec, field)
+        if isinstance(value, Value):
+            found.append(value)
+        elif isinstance(value, NodeSpec):
+            found.extend(_values(value))
+    return found

