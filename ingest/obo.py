@@ -118,17 +118,22 @@ def read_obo(path: str | Path, report: list[Problem] | None = None) -> tuple[Obo
         try:
             if pending is None:
                 return
-            kind_line, kind = pending
-            term: OboTerm | None = None
-            bad_stanza = False
-            start = kind_line
+            start, kind = pending
+            tags: list[tuple[int, str, str]] = []
 
             def finish() -> Iterator[OboTerm | Problem]:
-                if kind == "[Term]":
-                    if term is None:
-                        yield Problem(file=str(path), line=start, message="[Term] stanza without an id: skipped")
-                    elif not bad_stanza:
-                        yield term
+                if kind != "[Term]":
+                    return
+                ids = [value for _, tag, value in tags if tag == "id"]
+                if not ids:
+                    yield Problem(file=str(path), line=start, message="[Term] stanza without an id: skipped")
+                    return
+                term = OboTerm(id=ids[0], line=start)
+                for lineno, tag, value in tags:
+                    problem = _apply(term, tag, value) if tag != "id" else None
+                    if problem:
+                        yield Problem(file=str(path), line=lineno, message=f"{term.id}: {problem}")
+                yield term
 
             for lineno, raw in lines:
                 line = raw.strip()
@@ -136,9 +141,9 @@ def read_obo(path: str | Path, report: list[Problem] | None = None) -> tuple[Obo
                     continue
                 if line.startswith("[") and line.endswith("]"):
                     yield from finish()
-                    kind, start, term, bad_stanza = line, lineno, None, False
+                    kind, start, tags = line, lineno, []
                     continue
-                if kind != "[Term]" or bad_stanza:
+                if kind != "[Term]":
                     continue
                 tag, sep, value = line.partition(":")
                 if not sep or not tag or " " in tag:
@@ -146,19 +151,7 @@ def read_obo(path: str | Path, report: list[Problem] | None = None) -> tuple[Obo
                         file=str(path), line=lineno, message=f"malformed line (expected 'tag: value'): {line[:80]!r}"
                     )
                     continue
-                value = _strip_comment(value.strip())
-                if tag == "id":
-                    term = OboTerm(id=value, line=start)
-                    continue
-                if term is None:
-                    yield Problem(
-                        file=str(path), line=lineno, message=f"'{tag}' before the stanza's id: stanza skipped"
-                    )
-                    bad_stanza = True
-                    continue
-                problem = _apply(term, tag, value)
-                if problem:
-                    yield Problem(file=str(path), line=lineno, message=f"{term.id}: {problem}")
+                tags.append((lineno, tag, _strip_comment(value.strip())))
             yield from finish()
         finally:
             handle.close()

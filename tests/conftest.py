@@ -51,7 +51,7 @@ def _neo4j_store() -> Iterator[BaseGraphStore]:
 
 def open_ladybug(path: Path) -> LadybugGraphStore:
     # Small, explicit limits: many test databases are open during one run.
-    return LadybugGraphStore(path / "graph.lbug", buffer_pool_mb=128, max_db_size_gb=2, batch_size=2000)
+    return LadybugGraphStore(path / "graph.lbug", buffer_pool_mb=512, max_db_size_gb=4, batch_size=2000)
 
 
 @pytest.fixture(params=["ladybug", pytest.param("neo4j", marks=pytest.mark.neo4j)])
