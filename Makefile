@@ -15,7 +15,7 @@ $(BIN)/medkg: pyproject.toml
 install: $(BIN)/medkg
 
 demo: install
-	HF_HUB_OFFLINE=1 $(BIN)/medkg stats
+	HF_HUB_OFFLINE=1 $(BIN)/medkg demo
 
 test: install lint
 	bash .ci/test.sh

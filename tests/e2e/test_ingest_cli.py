@@ -1,0 +1,86 @@
+"""``medkg ingest`` as a user runs it: summaries, problems with file and line, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.test_cli import run
+
+BAD_OBO = """format-version: 1.2
+data-version: doid/releases/2024-01-01
+
+[Term]
+id: DOID:4
+name: disease
+
+[Term]
+id: DOID:14330
+name: Parkinson's disease
+is_a: DOID:4
+xref: MIM:168600
+garbage without a colon
+
+[Term]
+name: lost stanza
+"""
+
+
+def test_obo_with_malformed_lines_loads_the_rest(tmp_path: Path) -> None:
+    obo = tmp_path / "bad.obo"
+    obo.write_text(BAD_OBO)
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    r = run(["ingest", "obo", str(obo), "--prefix", "DOID", "--no-embed", "--no-progress"], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"{obo}:13: malformed line" in r.stderr.replace("\n", "")
+    assert f"{obo}:15: [Term] stanza without an id" in r.stderr.replace("\n", "")
+    stats = json.loads(run(["stats", "--json"], env, tmp_path).stdout)
+    assert (stats["entities"], stats["relations"]) == (2, 1)
+    again = run(["ingest", "obo", str(obo), "--prefix", "DOID", "--no-embed", "--no-progress"], env, tmp_path)
+    assert json.loads(run(["stats", "--json"], env, tmp_path).stdout) == stats
+    assert "unchanged" in again.stderr
+
+
+def test_edges_with_a_mapping_file_and_bad_rows(tmp_path: Path) -> None:
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text(
+        'name: tiny\nsource: tiny:1\ndelimiter: "\\t"\nedges:\n'
+        "  - subject: {column: drug, prefix: DRUGBANK}\n    object: {column: disease}\n"
+        "    type: {value: TREATS}\n    subject_node: {name: {column: drug_name}, category: {value: Drug}}\n"
+        "    object_node: {name: {column: disease_name}, category: {value: Disease}}\n"
+    )
+    tsv = tmp_path / "e.tsv"
+    tsv.write_text(
+        "drug\tdrug_name\tdisease\tdisease_name\n"
+        "DB00945\tAspirin\tDOID:0050423\tKawasaki disease\n"
+        "DB00331\tMetformin\tnot-a-curie\tsomething\n"
+        "DB01076\tAtorvastatin\n"
+    )
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    r = run(["ingest", "edges", str(tsv), "--mapping", str(mapping), "--no-embed", "--no-progress"], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.replace("\n", "")
+    assert f"{tsv}:3: identifier 'not-a-curie' has no prefix" in err
+    assert f"{tsv}:4: wrong number of columns" in err
+    p = run(["paths", "DB00945", "DOID:0050423"], env, tmp_path)
+    assert "Aspirin" in p.stdout and "Kawasaki disease" in p.stdout
+
+
+def test_bad_mapping_is_one_clear_line(tmp_path: Path) -> None:
+    tsv = tmp_path / "e.tsv"
+    tsv.write_text("a\tb\n1\t2\n")
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    r = run(["ingest", "edges", str(tsv), "--mapping", "no-such-mapping", "--no-embed"], env, tmp_path)
+    assert r.returncode == 2 and "no mapping file 'no-such-mapping'" in r.stderr and "pharmacotherapydb" in r.stderr
+    r = run(["ingest", "edges", str(tsv), "--mapping", "pharmacotherapydb", "--no-embed"], env, tmp_path)
+    assert r.returncode == 2 and "are not in the header" in r.stderr and "Traceback" not in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nsource: y\nedges:\n  - subject: {column: a}\n    object: {column: b, value: c}\n")
+    r = run(["ingest", "edges", str(tsv), "--mapping", str(bad), "--no-embed"], env, tmp_path)
+    assert r.returncode == 2 and "give exactly one of 'column' or 'value'" in r.stderr
+
+
+def test_mappings_are_listed(tmp_path: Path) -> None:
+    r = run(["ingest", "mappings"], {}, tmp_path)
+    for name in ("pharmacotherapydb", "hetionet_nodes", "do_xrefs", "do_disease_symptom"):
+        assert name in r.stdout
