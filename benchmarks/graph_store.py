@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
 import sys
@@ -21,6 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.common import neo4j_from_env
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 
@@ -139,19 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     store.close()
         elif backend == "neo4j":
-            if not os.environ.get("MEDKG_NEO4J_URI"):
-                print("neo4j: skipped (MEDKG_NEO4J_URI not set; `.ci/neo4j.sh start && . .neo4j/env`)")
+            store = neo4j_from_env()  # type: ignore[assignment]
+            if store is None:
                 continue
-            from kg.graph.neo4j_store import Neo4jGraphStore
-
-            store = Neo4jGraphStore(
-                os.environ["MEDKG_NEO4J_URI"],
-                os.environ.get("MEDKG_NEO4J_USER", "neo4j"),
-                os.environ.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
-                os.environ.get("MEDKG_NEO4J_DATABASE", "neo4j"),
-            )
             try:
-                store.clear()
                 results.append(run_backend(store, entities, relations, args.queries))
                 store.clear()
             finally:

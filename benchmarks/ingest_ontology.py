@@ -14,12 +14,12 @@ Neo4j comes from MEDKG_NEO4J_URI/_USER/_PASSWORD; its database is cleared first.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common import neo4j_from_env
 from ingest.hpo import hpo_items
 from ingest.report import Problem
 from ingest.writer import ingest
@@ -84,18 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 
                 store: BaseGraphStore = LadybugGraphStore(Path(tmp) / "graph.lbug", buffer_pool_mb=2048)
             elif backend == "neo4j":
-                if not os.environ.get("MEDKG_NEO4J_URI"):
-                    print("neo4j: skipped (MEDKG_NEO4J_URI not set; `.ci/neo4j.sh start && . .neo4j/env`)")
+                store = neo4j_from_env()  # type: ignore[assignment]
+                if store is None:
                     continue
-                from kg.graph.neo4j_store import Neo4jGraphStore
-
-                store = Neo4jGraphStore(
-                    os.environ["MEDKG_NEO4J_URI"],
-                    os.environ.get("MEDKG_NEO4J_USER", "neo4j"),
-                    os.environ.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
-                    os.environ.get("MEDKG_NEO4J_DATABASE", "neo4j"),
-                )
-                store.clear()
             else:
                 print(f"unknown backend {backend!r}", file=sys.stderr)
                 return 2

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from kg.curie import normalize_curie
@@ -196,9 +197,11 @@ def _relation_order(rel: Relation) -> tuple[str, str]:
 
 
 class BaseGraphStore(ABC):
-    """Database-independent logic; subclasses supply the primitives below."""
+    """Database-independent logic; subclasses supply the primitives below and their Cypher module,
+    which names the same fragments in each dialect (CURRENT_FILTER, TYPE_FILTER, SUBJECT_FILTER, ...)."""
 
     backend: str = "abstract"
+    cypher: ModuleType
 
     def __init__(self, batch_size: int = 5000, path_candidate_cap: int = 5000) -> None:
         self.batch_size = batch_size
@@ -216,6 +219,10 @@ class BaseGraphStore(ABC):
         self._local.batch_depth = value
 
     # ---- primitives --------------------------------------------------------------------------
+    @abstractmethod
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        """Run one statement (in this thread's transaction, if any) and return its rows."""
+
     @abstractmethod
     def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]: ...
     @abstractmethod
@@ -247,6 +254,13 @@ class BaseGraphStore(ABC):
         """Set ``valid_to`` on the current edges of the rows' keys; returns how many."""
 
     @abstractmethod
+    def _expand_query(self, n_ids: int, direction: Direction, filters: str) -> str:
+        """The statement returning ``from id, relation columns, neighbour columns`` for ``$ids``,
+        ordered by from id, type, neighbour, key, valid_from and limited to ``$limit``."""
+
+    @abstractmethod
+    def _expand_row(self, row: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]]: ...
+
     def _expand(
         self,
         ids: Sequence[str],
@@ -255,7 +269,10 @@ class BaseGraphStore(ABC):
         include_invalid: bool,
         limit: int,
     ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
-        """``(from_id, relation row, neighbour entity row)`` ordered by from id, type, neighbour, key."""
+        """``(from_id, relation row, neighbour entity row)`` of the current (or all) edges of ``ids``."""
+        params: dict[str, Any] = {"ids": list(ids), "limit": limit}
+        query = self._expand_query(len(ids), direction, self._expand_filters(rel_types, include_invalid, params))
+        return [self._expand_row(row) for row in self._run(query, params)]
 
     @abstractmethod
     def _path_candidates(
@@ -267,8 +284,6 @@ class BaseGraphStore(ABC):
     def _relation_rows(
         self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
     ) -> list[dict[str, Any]]: ...
-    @abstractmethod
-    def _stats(self) -> GraphStats: ...
     @abstractmethod
     def _begin(self) -> None: ...
     @abstractmethod
@@ -555,7 +570,50 @@ class BaseGraphStore(ABC):
         return [row_to_relation(r) for r in rows]
 
     def stats(self) -> GraphStats:
-        return self._stats()
+        q = self.cypher
+        categories = {c: int(n) for c, n in self._run(q.COUNT_ENTITIES_BY_CATEGORY)}
+        types: dict[str, int] = {}
+        current = invalid = 0
+        for rel_type, is_current, n in self._run(q.COUNT_RELATIONS_BY_TYPE):
+            if is_current:
+                types[rel_type] = types.get(rel_type, 0) + int(n)
+                current += int(n)
+            else:
+                invalid += int(n)
+        return GraphStats(
+            backend=self.backend,
+            entities=sum(categories.values()),
+            relations=current,
+            invalidated_relations=invalid,
+            categories=dict(sorted(categories.items())),
+            relation_types=dict(sorted(types.items())),
+        )
+
+    # ---- query assembly shared by the adapters (fixed fragments of their Cypher modules) ------
+    def _expand_filters(self, rel_types: Sequence[str] | None, include_invalid: bool, params: dict[str, Any]) -> str:
+        q = self.cypher
+        filters = [] if include_invalid else [q.CURRENT_FILTER]
+        if rel_types is not None:
+            filters.append(q.TYPE_FILTER)
+            params["types"] = list(rel_types)
+        return " AND ".join(filters) or q.TRUE_FILTER
+
+    def _relation_query(
+        self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
+    ) -> tuple[str, dict[str, Any]]:
+        q = self.cypher
+        filters, params = [], {"limit": limit}
+        for value, fragment, name in (
+            (subject, q.SUBJECT_FILTER, "subject"),
+            (object, q.OBJECT_FILTER, "object"),
+            (type, q.RELTYPE_FILTER, "type"),
+        ):
+            if value is not None:
+                filters.append(fragment)
+                params[name] = value
+        if not include_invalid:
+            filters.append(q.CURRENT_FILTER)
+        return q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters)), params
 
 
 def _types(rel_types: Sequence[str] | None) -> list[str] | None:

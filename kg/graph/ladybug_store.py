@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from kg.graph import ladybug_cypher as q
 from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable
-from kg.model import Direction, GraphStats
+from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]
 
@@ -63,6 +63,7 @@ def _props(value: dict[str, Any]) -> dict[str, Any]:
 
 class LadybugGraphStore(BaseGraphStore):
     backend = "ladybug"
+    cypher = q
 
     def __init__(
         self,
@@ -206,31 +207,17 @@ class LadybugGraphStore(BaseGraphStore):
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
-    def _expand(
-        self,
-        ids: Sequence[str],
-        rel_types: Sequence[str] | None,
-        direction: Direction,
-        include_invalid: bool,
-        limit: int,
-    ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    def _expand_query(self, n_ids: int, direction: Direction, filters: str) -> str:
         left, right = q.DIRECTIONS[direction]
-        filters = [q.CURRENT_FILTER] if not include_invalid else []
-        params: dict[str, Any] = {"ids": list(ids), "limit": limit}
-        if rel_types is not None:
-            filters.append(q.TYPE_FILTER)
-            params["types"] = list(rel_types)
-        filter_text = " AND ".join(filters) or q.TRUE_FILTER
-        query = q.by_ids(q.EXPAND, len(ids), "a", left=left, right=right, filters=filter_text)
+        return q.by_ids(q.EXPAND, n_ids, "a", left=left, right=right, filters=filters)
+
+    def _expand_row(self, row: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
         n = len(q.RELATION_COLUMNS)
-        return [
-            (
-                row[0],
-                dict(zip(q.RELATION_COLUMNS, row[1 : 1 + n], strict=True)),
-                dict(zip(q.ENTITY_COLUMNS, row[1 + n :], strict=True)),
-            )
-            for row in self._run(query, params)
-        ]
+        return (
+            row[0],
+            dict(zip(q.RELATION_COLUMNS, row[1 : 1 + n], strict=True)),
+            dict(zip(q.ENTITY_COLUMNS, row[1 + n :], strict=True)),
+        )
 
     def _path_candidates(
         self, source: str, target: str, max_length: int, rel_types: Sequence[str] | None, cap: int
@@ -246,35 +233,5 @@ class LadybugGraphStore(BaseGraphStore):
     def _relation_rows(
         self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
     ) -> list[dict[str, Any]]:
-        filters, params = [], {"limit": limit}
-        for value, fragment, name in (
-            (subject, q.SUBJECT_FILTER, "subject"),
-            (object, q.OBJECT_FILTER, "object"),
-            (type, q.RELTYPE_FILTER, "type"),
-        ):
-            if value is not None:
-                filters.append(fragment)
-                params[name] = value
-        if not include_invalid:
-            filters.append(q.CURRENT_FILTER)
-        query = q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters))
+        query, params = self._relation_query(subject, object, type, include_invalid, limit)
         return [dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(query, params)]
-
-    def _stats(self) -> GraphStats:
-        categories = {c: int(n) for c, n in self._run(q.COUNT_ENTITIES_BY_CATEGORY)}
-        types: dict[str, int] = {}
-        current = invalid = 0
-        for rel_type, is_current, n in self._run(q.COUNT_RELATIONS_BY_TYPE):
-            if is_current:
-                types[rel_type] = types.get(rel_type, 0) + int(n)
-                current += int(n)
-            else:
-                invalid += int(n)
-        return GraphStats(
-            backend=self.backend,
-            entities=sum(categories.values()),
-            relations=current,
-            invalidated_relations=invalid,
-            categories=dict(sorted(categories.items())),
-            relation_types=dict(sorted(types.items())),
-        )

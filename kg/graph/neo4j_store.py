@@ -15,7 +15,7 @@ from neo4j import exceptions as neo4j_errors
 
 from kg.graph import neo4j_cypher as q
 from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable
-from kg.model import Direction, GraphStats
+from kg.model import Direction
 
 __all__ = ["Neo4jGraphStore"]
 
@@ -24,6 +24,7 @@ _UNAVAILABLE = (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired, OS
 
 class Neo4jGraphStore(BaseGraphStore):
     backend = "neo4j"
+    cypher = q
 
     def __init__(
         self,
@@ -174,22 +175,12 @@ class Neo4jGraphStore(BaseGraphStore):
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
-    def _expand(
-        self,
-        ids: Sequence[str],
-        rel_types: Sequence[str] | None,
-        direction: Direction,
-        include_invalid: bool,
-        limit: int,
-    ) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    def _expand_query(self, n_ids: int, direction: Direction, filters: str) -> str:
         left, right = q.DIRECTIONS[direction]
-        filters = [q.CURRENT_FILTER] if not include_invalid else []
-        params: dict[str, Any] = {"ids": list(ids), "limit": limit}
-        if rel_types is not None:
-            filters.append(q.TYPE_FILTER)
-            params["types"] = list(rel_types)
-        query = q.EXPAND.format(left=left, right=right, filters=" AND ".join(filters) or q.TRUE_FILTER)
-        return [(row[0], row[1], row[2]) for row in self._run(query, params)]
+        return q.EXPAND.format(left=left, right=right, filters=filters)
+
+    def _expand_row(self, row: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        return row[0], row[1], row[2]
 
     def _path_candidates(
         self, source: str, target: str, max_length: int, rel_types: Sequence[str] | None, cap: int
@@ -205,35 +196,5 @@ class Neo4jGraphStore(BaseGraphStore):
     def _relation_rows(
         self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
     ) -> list[dict[str, Any]]:
-        filters, params = [], {"limit": limit}
-        for value, fragment, name in (
-            (subject, q.SUBJECT_FILTER, "subject"),
-            (object, q.OBJECT_FILTER, "object"),
-            (type, q.RELTYPE_FILTER, "type"),
-        ):
-            if value is not None:
-                filters.append(fragment)
-                params[name] = value
-        if not include_invalid:
-            filters.append(q.CURRENT_FILTER)
-        query = q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters))
+        query, params = self._relation_query(subject, object, type, include_invalid, limit)
         return [row[0] for row in self._run(query, params)]
-
-    def _stats(self) -> GraphStats:
-        categories = {c: int(n) for c, n in self._run(q.COUNT_ENTITIES_BY_CATEGORY)}
-        types: dict[str, int] = {}
-        current = invalid = 0
-        for rel_type, is_current, n in self._run(q.COUNT_RELATIONS_BY_TYPE):
-            if is_current:
-                types[rel_type] = types.get(rel_type, 0) + int(n)
-                current += int(n)
-            else:
-                invalid += int(n)
-        return GraphStats(
-            backend=self.backend,
-            entities=sum(categories.values()),
-            relations=current,
-            invalidated_relations=invalid,
-            categories=dict(sorted(categories.items())),
-            relation_types=dict(sorted(types.items())),
-        )

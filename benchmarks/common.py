@@ -1,0 +1,24 @@
+"""Helpers shared by the benchmarks."""
+
+from __future__ import annotations
+
+import os
+
+from kg.graph.base import BaseGraphStore
+
+
+def neo4j_from_env() -> BaseGraphStore | None:
+    """The Neo4j named by MEDKG_NEO4J_* (cleared), or None with a printed reason when it is not set."""
+    if not os.environ.get("MEDKG_NEO4J_URI"):
+        print("neo4j: skipped (MEDKG_NEO4J_URI not set; `.ci/neo4j.sh start && . .neo4j/env`)")
+        return None
+    from kg.graph.neo4j_store import Neo4jGraphStore
+
+    store = Neo4jGraphStore(
+        os.environ["MEDKG_NEO4J_URI"],
+        os.environ.get("MEDKG_NEO4J_USER", "neo4j"),
+        os.environ.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
+        os.environ.get("MEDKG_NEO4J_DATABASE", "neo4j"),
+    )
+    store.clear()
+    return store
