@@ -14,8 +14,10 @@ from rich.console import Console
 from rich.table import Table
 
 from kg.curie import CurieError
+from kg.embedders import EmbedderError
 from kg.graph.base import GraphStoreError
 from kg.settings import Settings, SettingsError, load_settings
+from kg.vector_index import VectorIndexError
 from service.container import Container
 
 app = typer.Typer(
@@ -44,7 +46,7 @@ def container() -> Iterator[Container]:
     c = Container(settings)
     try:
         yield c
-    except (GraphStoreError, CurieError, ValueError, OSError) as exc:
+    except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError) as exc:
         raise fail(str(exc)) from None
     finally:
         try:

@@ -84,3 +84,12 @@ def test_mappings_are_listed(tmp_path: Path) -> None:
     r = run(["ingest", "mappings"], {}, tmp_path)
     for name in ("pharmacotherapydb", "hetionet_nodes", "do_xrefs", "do_disease_symptom"):
         assert name in r.stdout
+
+
+def test_corrupt_entity_index_is_a_clear_error(tmp_path: Path) -> None:
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    (tmp_path / "data" / "indexes").mkdir(parents=True)
+    (tmp_path / "data" / "indexes" / "entities.faiss").write_bytes(b"not faiss")
+    (tmp_path / "data" / "indexes" / "entities.ids.json").write_text('{"format": 1}')
+    r = run(["similar", "fever"], env, tmp_path)
+    assert r.returncode == 2 and "entities" in r.stderr and "Traceback" not in r.stderr
