@@ -133,8 +133,9 @@ class Neo4jGraphStore(BaseGraphStore):
         self._close_driver()
 
     def clear(self) -> None:
-        while self._run(q.CLEAR_SOME)[0][0]:
-            pass
+        for statement in q.CLEAR_SOME:
+            while self._run(statement)[0][0]:
+                pass
 
     # ---- entities ----------------------------------------------------------------------------
     def _fetch_entities(self, ids: Sequence[str]) -> list[dict[str, Any]]:
