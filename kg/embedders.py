@@ -43,7 +43,7 @@ def resolve_model_path(name: str) -> tuple[str, bool]:
 class TextEmbedder:
     """Sentence embeddings, L2-normalised float32, loaded lazily on first use (thread-safe)."""
 
-    def __init__(self, model: str, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(self, model: str, device: str = "cpu", batch_size: int = 16) -> None:
         self.model_name = model
         self.device = device
         self.batch_size = batch_size
