@@ -1,7 +1,7 @@
 """The GraphStore protocol and the database-independent half of every adapter.
 
-An adapter implements a handful of primitives (fetch, insert, update, expand, path candidates,
-stats, transactions) in its own Cypher dialect; :class:`BaseGraphStore` turns them into the public
+An adapter implements a handful of primitives (a statement runner, fetch, insert, update, the
+expand and path queries, transactions) in its own Cypher dialect; :class:`BaseGraphStore` turns them into the public
 operations so that both adapters give the same answers to the same calls:
 
 * upserts are idempotent: an entity is merged with what is stored (lists are unions); a relation
