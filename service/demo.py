@@ -75,7 +75,7 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
                 hops.append(f"-[{rel.type}]- {names[node].name} ({node})")
             console.print("\n[bold]path across sources[/] (SAME_AS free): " + " ".join(hops), highlight=False)
     if embed:
-        for text in ("fits", "long thin fingers"):
+        for text in ("heart attack", "high blood pressure"):
             hits = c.entity_index.search(text, k=3)
             names = g.get_entities(i for i, _ in hits)
             shown = ", ".join(f"{names[i].name} ({i}, {score:.2f})" for i, score in hits if i in names)

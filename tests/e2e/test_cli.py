@@ -19,7 +19,7 @@ MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEDKG_")}
-    return subprocess.run([MEDKG, *args], env={**base, **env}, cwd=cwd, capture_output=True, text=True, timeout=120)
+    return subprocess.run([MEDKG, *args], env={**base, **env}, cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def test_help_lists_commands(tmp_path: Path) -> None:

@@ -93,3 +93,22 @@ def test_corrupt_entity_index_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "data" / "indexes" / "entities.ids.json").write_text('{"format": 1}')
     r = run(["similar", "fever"], env, tmp_path)
     assert r.returncode == 2 and "entities" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
+    """`medkg demo` (what `make demo` runs), without the slow embedding step."""
+    from tests.conftest import SHARED_DATA
+
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    args = ["demo", "--no-embed", "--no-progress"]
+    if SHARED_DATA.exists():
+        args += ["--shared-data", str(SHARED_DATA)]
+    r = run(args, env, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = " ".join(r.stdout.split())
+    assert "Marfan syndrome (OMIM:154700):" in out and "with PMIDs" in out and "[PMID:" in out
+    if SHARED_DATA.exists():
+        assert "path across sources (SAME_AS free): Metformin -[TREATS]- polycystic ovary syndrome (DOID:11612)" in out
+        assert "-[SAME_AS]- Polycystic ovary syndrome 1 (OMIM:184700) -[HAS_PHENOTYPE]-" in out
+    stats = json.loads(run(["stats", "--json"], env, tmp_path).stdout)
+    assert stats["entities"] > 37_000 and stats["relations"] > 566_000
