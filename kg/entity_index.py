@@ -95,7 +95,10 @@ class EntityIndex:
                     embedded += index.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
                     bar.update(len(chunk))
         removed = index.remove([i for i in index.ids() if i not in seen])
-        if embedded or removed:
+        rebuilt = (index.kind == "flat") != (len(index) <= index.flat_max)
+        if rebuilt:
+            index.rebuild()  # exact up to flat_max vectors, IVF above (the design's "chosen by size")
+        if embedded or removed or rebuilt:
             index.save()
         return IndexUpdate(embedded, unchanged, removed, len(index), round(time.perf_counter() - started, 2))
 
