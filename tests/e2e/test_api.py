@@ -93,3 +93,75 @@ def test_neo4j_down_is_503_with_retry_after(tmp_path: Path) -> None:
         assert r.status_code == 503 and r.headers["Retry-After"] == "5"
         assert f"bolt://127.0.0.1:{port}" in r.json()["detail"]
         assert c.get("/healthz").status_code == 503
+
+
+class _Proxy:
+    """A loopback TCP forwarder, to bring "Neo4j" up on a port after the API has started."""
+
+    def __init__(self, port: int, target: tuple[str, int]) -> None:
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", port))
+        self.target = target
+        self.stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.stopped:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.stopped = True
+        self.server.close()
+
+
+@pytest.mark.neo4j
+def test_api_recovers_when_neo4j_comes_up_without_restart() -> None:
+    from urllib.parse import urlparse
+
+    from tests.conftest import require_neo4j
+
+    neo = require_neo4j()
+    real = urlparse(neo["uri"])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = load_settings(
+        graph_backend="neo4j",
+        neo4j_uri=f"bolt://127.0.0.1:{port}",
+        neo4j_user=neo["user"],
+        neo4j_password=neo["password"],
+        neo4j_database=neo["database"],
+        neo4j_connect_timeout_s=2,
+    )
+    with TestClient(create_app(settings)) as c:
+        assert c.get("/v1/stats").status_code == 503
+        proxy = _Proxy(port, (real.hostname or "127.0.0.1", real.port or 7687))
+        try:
+            r = c.get("/v1/stats")
+            assert r.status_code == 200 and r.json()["backend"] == "neo4j"
+            assert c.get("/healthz").json()["status"] == "ok"
+        finally:
+            proxy.close()
