@@ -92,7 +92,7 @@ def _unquote(value: str) -> tuple[str, str] | None:
     return text, m.group(2)
 
 
-def read_obo(path: str | Path, report: list[Problem] | None = None) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
+def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
     """Return the header and an iterator of terms (``[Term]`` stanzas) and problems, streaming."""
     path = Path(path)
     handle = open_text(path)

@@ -178,6 +178,11 @@ def row_to_relation(row: dict[str, Any]) -> Relation:
     )
 
 
+def key_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """The identity of relation rows (subject, object, key): what key-based statements match on."""
+    return [{"subject": r["subject"], "object": r["object"], "key": r["key"]} for r in rows]
+
+
 def _same_statement(stored: dict[str, Any], incoming: dict[str, Any]) -> bool:
     """Two relation rows of one key say the same (timestamps aside)."""
     return (

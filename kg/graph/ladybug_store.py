@@ -16,7 +16,7 @@ import ladybug
 import pyarrow as pa
 
 from kg.graph import ladybug_cypher as q
-from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable
+from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
 from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]
@@ -181,10 +181,6 @@ class LadybugGraphStore(BaseGraphStore):
             raise GraphStoreError(f"ladybug bulk load failed: {exc}") from exc
 
     # ---- relations ---------------------------------------------------------------------------
-    @staticmethod
-    def _key_rows(items: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-        return [{"subject": i["subject"], "object": i["object"], "key": i["key"]} for i in items]
-
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
         wanted = {r.key for r in rels}
         subjects = sorted({r.subject for r in rels})
@@ -199,11 +195,11 @@ class LadybugGraphStore(BaseGraphStore):
         self._copy(q.COPY_RELATIONS, table)
 
     def _replace_relations(self, rows: Sequence[dict[str, Any]]) -> None:
-        self._run(q.DELETE_CURRENT_BY_KEY, {"rows": self._key_rows(rows)})
+        self._run(q.DELETE_CURRENT_BY_KEY, {"rows": key_rows(rows)})
         self._create_relations(rows)
 
     def _invalidate_keys(self, rows: Sequence[dict[str, Any]], at: str) -> int:
-        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rows), "at": at})
+        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": key_rows(rows), "at": at})
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------

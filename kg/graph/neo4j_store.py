@@ -14,7 +14,7 @@ import neo4j
 from neo4j import exceptions as neo4j_errors
 
 from kg.graph import neo4j_cypher as q
-from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable
+from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
 from kg.model import Direction
 
 __all__ = ["Neo4jGraphStore"]
@@ -157,10 +157,6 @@ class Neo4jGraphStore(BaseGraphStore):
         return [row[0] for row in self._run(q.FIND_BY_KEY, {"key": key, "category": category, "limit": limit})]
 
     # ---- relations ---------------------------------------------------------------------------
-    @staticmethod
-    def _key_rows(items: Sequence[Any]) -> list[dict[str, str]]:
-        return [{"subject": i["subject"], "object": i["object"], "key": i["key"]} for i in items]
-
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:
         rows = [{"subject": r.subject, "object": r.object, "key": r.key} for r in rels]
         return [row[0] for row in self._run(q.CURRENT_BY_KEY, {"rows": rows})]
@@ -172,7 +168,7 @@ class Neo4jGraphStore(BaseGraphStore):
         self._run(q.REPLACE_RELATIONS, {"rows": list(rows)})
 
     def _invalidate_keys(self, rows: Sequence[dict[str, Any]], at: str) -> int:
-        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": self._key_rows(rows), "at": at})
+        rows = self._run(q.INVALIDATE_BY_KEY, {"rows": key_rows(rows), "at": at})
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
