@@ -89,6 +89,7 @@ _OBO_PURL = re.compile(r"^https?://purl\.obolibrary\.org/obo/([A-Za-z][A-Za-z0-9
 _ORDO_IRI = re.compile(r"^https?://www\.orpha\.net/ORDO/Orphanet_(\d+)$")
 _BARE_DRUGBANK = re.compile(r"^DB\d{5}$", re.IGNORECASE)
 _UNDERSCORE_FORM = re.compile(r"^(Orphanet|HP|DOID|MONDO|UBERON|GO|CHEBI)_(\S+)$", re.IGNORECASE)
+_FRAGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 
 
@@ -172,6 +173,10 @@ def normalize_curie(value: str, default_prefix: str | None = None) -> str:
 
     prefix, _, local = value.partition(":")
     prefix = _canonical_prefix(prefix.strip())
+    # A part of a document (a passage ``PMID:123#s4``): the fragment follows the canonical id.
+    base, hashmark, fragment = local[1:].rpartition("#") if "#" in local[1:] else ("", "", "")
+    if hashmark and _FRAGMENT.match(fragment):
+        return f"{normalize_curie(f'{prefix}:{local[0]}{base}')}#{fragment}"
     if prefix == "OMIM" and local.strip().upper().startswith("PS"):  # OMIM phenotypic series, MIM:PS267700
         prefix, local = "OMIMPS", local.strip()[2:]
     # MeSH descriptors are sometimes written MESH:MESH:D0001 or MSH:D0001; strip a repeated prefix.

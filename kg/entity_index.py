@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from kg.embedders import TextEmbedder
 from kg.graph.base import BaseGraphStore
-from kg.model import Entity
+from kg.model import TEXT_CATEGORIES, Entity
 from kg.vector_index import VectorIndex
 
 __all__ = ["EntityIndex", "IndexUpdate", "describe", "embedding_text"]
@@ -70,18 +70,19 @@ class EntityIndex:
         return self._index
 
     def _fingerprint(self, text: str) -> str:
-        return hashlib.sha1(f"{self.embedder.model_name}\n{text}".encode()).hexdigest()
+        return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
 
     def update(self, store: BaseGraphStore, progress: bool = True, page: int = 10_000, batch: int = 512) -> IndexUpdate:
-        """Embed entities that are new or changed since the last update; drop those gone from the graph."""
+        """Embed entities (not documents or passages) new or changed since the last update; drop those gone."""
         started = time.perf_counter()
         index = self.index
         seen: set[str] = set()
         embedded = unchanged = 0
         after = ""
         with tqdm(desc="embed entities", unit=" entities", disable=not progress, mininterval=0.5) as bar:
-            while entities := store.scan_entities(after=after, limit=page):
-                after = entities[-1].id
+            while rows := store.scan_entities(after=after, limit=page):
+                after = rows[-1].id
+                entities = [e for e in rows if e.category not in TEXT_CATEGORIES]  # passages have their own index
                 ids = [e.id for e in entities]
                 texts = [embedding_text(e) for e in entities]
                 prints = [self._fingerprint(t) for t in texts]

@@ -12,6 +12,13 @@ from kg.curie import normalize_curie
 
 __all__ = [
     "SAME_AS",
+    "DOCUMENT",
+    "PASSAGE",
+    "TEXT_CATEGORIES",
+    "HAS_PASSAGE",
+    "MENTIONS",
+    "CO_MENTIONED",
+    "HAS_MESH_TERM",
     "Entity",
     "Relation",
     "Neighbour",
@@ -26,6 +33,10 @@ __all__ = [
 ]
 
 SAME_AS = "SAME_AS"
+# Text in the graph: a Document (PMID:123) HAS_PASSAGE Passages (PMID:123#s4) that MENTION entities.
+DOCUMENT, PASSAGE = "Document", "Passage"
+TEXT_CATEGORIES = frozenset({DOCUMENT, PASSAGE})
+HAS_PASSAGE, MENTIONS, CO_MENTIONED, HAS_MESH_TERM = "HAS_PASSAGE", "MENTIONS", "CO_MENTIONED", "HAS_MESH_TERM"
 Direction = Literal["out", "in", "both"]
 
 _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
+
+from spacy.language import Language
 
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
+from kg.linker import EntityLinker, Lexicon
+from kg.nlp import build_pipeline
 from kg.settings import GraphBackend, Settings, load_settings
+from kg.text_index import TextIndex
+
+if TYPE_CHECKING:
+    from ingest.pubmed.entrez import EntrezClient
 
 __all__ = ["Container", "build_graph_store"]
 
@@ -48,13 +57,48 @@ class Container:
 
     @cached_property
     def text_embedder(self) -> TextEmbedder:
-        return TextEmbedder(self.settings.embedding_model, device=self.settings.embedding_device)
+        return TextEmbedder(
+            self.settings.embedding_model, device=self.settings.embedding_device, dtype=self.settings.embedding_dtype
+        )
 
     @cached_property
     def entity_index(self) -> EntityIndex:
         return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder)
 
+    @cached_property
+    def text_index(self) -> TextIndex:
+        return TextIndex(self.settings.data_dir / "indexes", self.text_embedder)
+
+    @cached_property
+    def nlp(self) -> Language:
+        return build_pipeline(self.settings.sentence_splitter, self.settings.ner_model)
+
+    @cached_property
+    def linker(self) -> EntityLinker:
+        """Built from the graph as it is now (a few seconds for ~60k entities)."""
+        lexicon = Lexicon.build(self.graph, self.nlp)
+        return EntityLinker(
+            self.nlp,
+            lexicon,
+            self.entity_index,
+            threshold=self.settings.link_threshold,
+            query_threshold=self.settings.link_query_threshold,
+        )
+
+    def entrez(self) -> EntrezClient:
+        from ingest.pubmed.entrez import EntrezClient
+
+        key = self.settings.entrez_api_key
+        return EntrezClient(
+            email=self.settings.entrez_email,
+            api_key=key.get_secret_value() if key else None,
+            base_url=self.settings.entrez_base_url,
+        )
+
     def close(self) -> None:
+        if "text_index" in self.__dict__:
+            self.text_index.close()
+            del self.__dict__["text_index"]
         if "graph" in self.__dict__:
             self.graph.close()
             del self.__dict__["graph"]

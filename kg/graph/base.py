@@ -433,7 +433,25 @@ class BaseGraphStore(ABC):
         with self.batch():
             return self._invalidate_keys([relation_to_row(r, "") for r in targets], format_time(at or utc_now()))
 
+    def invalidate_relations(self, relations: Iterable[Relation], at: datetime | None = None) -> int:
+        """End the current edges that have the keys of ``relations`` (one batch per ``batch_size``)."""
+        rows = [relation_to_row(r, "") for r in {r.key: r for r in relations}.values()]
+        ended = 0
+        for chunk in _chunks(rows, self.batch_size):
+            with self.batch():
+                ended += self._invalidate_keys(chunk, format_time(at or utc_now()))
+        return ended
+
     # ---- reads -------------------------------------------------------------------------------
+    def current_relations(self, relations: Iterable[Relation]) -> dict[str, Relation]:
+        """The stored current edge of each key among ``relations`` (for merging evidence)."""
+        items = list({r.key: r for r in relations}.values())
+        found: dict[str, Relation] = {}
+        for chunk in _chunks(items, self.batch_size):
+            for row in self._current_relations(chunk):
+                found[row["key"]] = row_to_relation(row)
+        return found
+
     def get_entity(self, entity_id: str) -> Entity | None:
         return self.get_entities([entity_id]).get(normalize_curie(entity_id))
 

@@ -1,0 +1,430 @@
+"""PubMed records into the graph and the passage indexes.
+
+For each batch of articles: parse the text once (sentences, abbreviations), cut passages, link
+entities, and write
+
+* ``Document`` (``PMID:123``, name = title, description = the citation) ``-HAS_PASSAGE->``
+  ``Passage`` (``PMID:123#s4``, description = its text) ``-MENTIONS->`` entity, the edge carrying
+  the character spans within the passage, the surface text, how it was linked and a score;
+* ``Document -HAS_MESH_TERM-> MESH:D…`` for each MeSH heading with a descriptor UI;
+* ``CO_MENTIONED`` between entities linked in the same sentence, evidence = the sentence ids,
+  count = how many (merged with what the edge already had, so counts grow across documents and
+  re-loading a document changes nothing);
+* the passages into the dense and BM25 indexes, and the citation record.
+
+Unchanged articles are skipped by a content fingerprint (kept with the citation record, written
+after the batch's graph and index writes), so re-running a load adds nothing and an interrupted load
+resumes where it stopped. A changed article replaces its passages: those that no longer exist are
+retired (marked obsolete, their edges invalidated, removed from the indexes). A ``DeleteCitation``
+does the same for the whole document; a retraction flags the document and its passages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from spacy.language import Language
+from tqdm import tqdm
+
+from ingest.pubmed.model import Article, Deletion
+from ingest.pubmed.passages import MAX_WORDS, ArticleText, article_text, split_passages
+from ingest.report import IngestReport, Problem
+from kg.graph.base import BaseGraphStore
+from kg.linker import EntityLinker, Mention
+from kg.model import (
+    CO_MENTIONED,
+    DOCUMENT,
+    HAS_MESH_TERM,
+    HAS_PASSAGE,
+    MENTIONS,
+    PASSAGE,
+    Entity,
+    Relation,
+)
+from kg.text_index import DocumentRecord, PassageRecord, TextIndex
+
+__all__ = ["PubmedLoader", "SOURCE", "MAX_EVIDENCE"]
+
+SOURCE = "pubmed"
+MAX_EVIDENCE = 500  # sentence ids kept on one CO_MENTIONED edge (the count keeps growing past it)
+
+
+@dataclass
+class _Prepared:
+    article: Article
+    fingerprint: str
+    text: ArticleText
+    mentions: list[Mention] = field(default_factory=list)
+
+
+def fingerprint(article: Article, max_words: int) -> str:
+    payload = article.model_dump_json(exclude={"origin"}) + f"|{max_words}"
+    return hashlib.sha1(payload.encode()).hexdigest()
+
+
+def citation(article: Article) -> str:
+    """``Smith JA, Doe B, et al. Title. Journal. 2019. doi:…`` (the Document's description)."""
+    authors = [a.display for a in article.authors if a.display]
+    names = ", ".join(authors[:3]) + (", et al" if len(authors) > 3 else "")
+    parts = [names, article.title.rstrip("."), article.journal, str(article.year) if article.year else None]
+    text = ". ".join(p for p in parts if p) + "."
+    if article.doi:
+        text += f" doi:{article.doi}"
+    if article.retracted:
+        text = "RETRACTED. " + text
+    return text
+
+
+class PubmedLoader:
+    def __init__(
+        self,
+        store: BaseGraphStore,
+        text_index: TextIndex,
+        nlp: Language,
+        linker: EntityLinker | None = None,
+        *,
+        extract: Callable[[str, str], object] | None = None,
+        max_words: int = MAX_WORDS,
+        batch_size: int = 256,
+        checkpoint_every: int = 5000,
+        progress: bool = True,
+    ) -> None:
+        self.store = store
+        self.text_index = text_index
+        self.nlp = nlp
+        self.linker = linker
+        self.extract = extract  # (passage text, passage id) -> merge result; LLM triple extraction
+        self.max_words = max_words
+        self.batch_size = batch_size
+        self.checkpoint_every = checkpoint_every
+        self.progress = progress
+
+    # ---- driver ------------------------------------------------------------------------------
+    def load(self, records: Iterable[Article | Deletion | Problem], source: str = SOURCE) -> IngestReport:
+        report = IngestReport(source=source)
+        started = time.perf_counter()
+        pending_docs: list[DocumentRecord] = []
+        since_commit = 0
+        batch: list[Article] = []
+
+        def flush() -> None:
+            nonlocal since_commit
+            if batch:
+                pending_docs.extend(self._load_batch(batch, report))
+                since_commit += len(batch)
+                batch.clear()
+            if since_commit >= self.checkpoint_every:
+                self._commit(pending_docs, report)
+                since_commit = 0
+
+        with tqdm(desc=f"ingest {source}", unit=" records", disable=not self.progress, mininterval=0.5) as bar:
+            for record in records:
+                bar.update(1)
+                if isinstance(record, Problem):
+                    report.problem(record)
+                elif isinstance(record, Deletion):
+                    flush()
+                    self._delete(record.pmids, report)
+                else:
+                    report.count("articles read")
+                    batch.append(record)
+                    if len(batch) >= self.batch_size:
+                        flush()
+            flush()
+        self._commit(pending_docs, report)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    def _commit(self, pending: list[DocumentRecord], report: IngestReport) -> None:
+        t0 = time.perf_counter()
+        self.text_index.commit()
+        self.text_index.put_documents(pending)  # last: a crash before this re-does the batch
+        pending.clear()
+        report.timed("index commit", time.perf_counter() - t0)
+
+    # ---- one batch ---------------------------------------------------------------------------
+    def _load_batch(self, articles: Sequence[Article], report: IngestReport) -> list[DocumentRecord]:
+        unique = list({a.pmid: a for a in articles}.values())
+        if len(unique) < len(articles):
+            report.note("duplicate PMIDs in a batch (last kept)", len(articles) - len(unique))
+        prints = {a.pmid: fingerprint(a, self.max_words) for a in unique}
+        ids = [f"PMID:{a.pmid}" for a in unique]
+        known = self.text_index.get_documents(ids)
+        in_graph = self.store.existing(ids)
+        todo = [
+            a
+            for a in unique
+            if not (
+                (doc := known.get(f"PMID:{a.pmid}")) is not None
+                and doc.fingerprint == prints[a.pmid]
+                and not doc.deleted
+                and f"PMID:{a.pmid}" in in_graph
+            )
+        ]
+        report.count("articles unchanged", len(unique) - len(todo))
+        if not todo:
+            return []
+        t0 = time.perf_counter()
+        texts = [article_text(a) for a in todo]
+        docs = list(self.nlp.pipe(texts, batch_size=64))
+        prepared = [
+            _Prepared(a, prints[a.pmid], split_passages(f"PMID:{a.pmid}", doc, self.max_words))
+            for a, doc in zip(todo, docs, strict=True)
+        ]
+        report.timed("sentences", time.perf_counter() - t0)
+        if self.linker is not None:
+            t0 = time.perf_counter()
+            for item, mentions in zip(prepared, self.linker.link_docs(docs), strict=True):
+                item.mentions = mentions
+            report.timed("linking", time.perf_counter() - t0)
+        self._retire_changed(prepared, known, report)
+        self._write_graph(prepared, report)
+        t0 = time.perf_counter()
+        added = self.text_index.add(self._passage_records(prepared))
+        report.count("passages embedded", added.embedded)
+        report.timed("embeddings", time.perf_counter() - t0)
+        for item in prepared:
+            if item.article.retraction_of:
+                self._flag_retracted([f"PMID:{p}" for p in item.article.retraction_of], report)
+        if self.extract is not None:
+            self._extract(prepared, report)
+        return [self._document_record(p) for p in prepared]
+
+    def _passage_records(self, prepared: Sequence[_Prepared]) -> list[PassageRecord]:
+        records = []
+        for item in prepared:
+            title = item.article.title.strip()
+            for i, passage in enumerate(item.text.passages):
+                embed = passage.text if i == 0 or not title else f"{title}\n{passage.text}"
+                records.append(PassageRecord(passage.id, item.text.doc_id, passage.text, embed, item.article.retracted))
+        return records
+
+    @staticmethod
+    def _document_record(item: _Prepared) -> DocumentRecord:
+        a = item.article
+        return DocumentRecord(
+            id=item.text.doc_id,
+            fingerprint=item.fingerprint,
+            title=a.title or f"PMID {a.pmid}",
+            journal=a.journal,
+            year=a.year,
+            authors=tuple(x.display for x in a.authors if x.display),
+            doi=a.doi,
+            retracted=a.retracted,
+        )
+
+    def _write_graph(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
+        t0 = time.perf_counter()
+        entities: list[Entity] = []
+        relations: list[Relation] = []
+        pairs: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for item in prepared:
+            a, doc_id = item.article, item.text.doc_id
+            entities.append(
+                Entity(id=doc_id, name=a.title or f"PMID {a.pmid}", category=DOCUMENT, description=citation(a),
+                       sources=[SOURCE])
+            )  # fmt: skip
+            for order, passage in enumerate(item.text.passages):
+                name = passage.text if len(passage.text) <= 80 else passage.text[:77].rstrip() + "..."
+                entities.append(
+                    Entity(id=passage.id, name=name, category=PASSAGE, description=passage.text, sources=[SOURCE])
+                )
+                relations.append(
+                    Relation(subject=doc_id, type=HAS_PASSAGE, object=passage.id, source=SOURCE,
+                             evidence={"order": order, "sentences": [passage.sentences[0], passage.sentences[-1]]})
+                )  # fmt: skip
+            for heading in a.mesh:
+                if heading.ui:
+                    entities.append(Entity(id=f"MESH:{heading.ui}", name=heading.name, sources=["mesh"]))
+                    evidence = {"major": heading.major, "qualifiers": heading.qualifiers}
+                    relations.append(
+                        Relation(subject=doc_id, type=HAS_MESH_TERM, object=f"MESH:{heading.ui}", source=SOURCE,
+                                 evidence=evidence)
+                    )  # fmt: skip
+            relations.extend(self._mention_edges(item))
+            for sentence, ids in self._sentence_entities(item).items():
+                for pair in itertools.combinations(sorted(ids), 2):
+                    pairs[pair].add(item.text.sentence_id(sentence))
+        report.entities += self.store.upsert_entities(entities)
+        report.relations += self.store.upsert_relations(relations)
+        if pairs:
+            report.relations += self.store.upsert_relations(self._co_mentions(pairs))
+        report.count("passages", sum(len(p.text.passages) for p in prepared))
+        report.count("mentions", sum(len(p.mentions) for p in prepared))
+        report.timed("write graph", time.perf_counter() - t0)
+
+    @staticmethod
+    def _mention_edges(item: _Prepared) -> list[Relation]:
+        grouped: dict[tuple[str, str], list[Mention]] = defaultdict(list)
+        for mention in item.mentions:
+            passage = item.text.passage_at(mention.start)
+            if passage is None:
+                continue
+            for entity_id in mention.ids:
+                grouped[(passage.id, entity_id)].append(mention)
+        edges = []
+        passages = {p.id: p for p in item.text.passages}
+        for (passage_id, entity_id), mentions in grouped.items():
+            passage = passages[passage_id]
+            spans = sorted({(m.start - passage.start, m.end - passage.start) for m in mentions})
+            best = max(mentions, key=lambda m: m.score)
+            edges.append(
+                Relation(
+                    subject=passage_id,
+                    type=MENTIONS,
+                    object=entity_id,
+                    source=SOURCE,
+                    evidence={"spans": [list(s) for s in spans], "text": best.text, "method": best.method},
+                    confidence=min(1.0, best.score),
+                )
+            )
+        return edges
+
+    @staticmethod
+    def _sentence_entities(item: _Prepared) -> dict[int, set[str]]:
+        """Entity ids per sentence; the several ids of one mention (one concept in several sources)
+        are not paired with each other: only one of them (the first) takes part."""
+        by_sentence: dict[int, set[str]] = defaultdict(set)
+        for mention in item.mentions:
+            sentence = item.text.sentence_at(mention.start)
+            if sentence is not None:
+                by_sentence[sentence.index].add(mention.ids[0])
+        return by_sentence
+
+    def _co_mentions(self, pairs: dict[tuple[str, str], set[str]]) -> list[Relation]:
+        fresh = [Relation(subject=a, type=CO_MENTIONED, object=b, source=SOURCE) for a, b in pairs]
+        stored = self.store.current_relations(fresh)
+        out = []
+        for rel in fresh:
+            sentences = pairs[(rel.subject, rel.object)]
+            old = stored.get(rel.key)
+            kept = set(old.evidence.get("sentences", [])) if old else set()
+            count = int(old.evidence.get("count", 0)) if old else 0
+            new = sentences - kept
+            if old is not None and not new:
+                continue
+            # Sentence ids past the cap are counted but not listed; a re-load of a document whose
+            # sentences were past the cap counts them again (documented limit).
+            merged = sorted(kept | new, key=_sentence_order)[:MAX_EVIDENCE]
+            out.append(rel.model_copy(update={"evidence": {"sentences": merged, "count": count + len(new)}}))
+        return out
+
+    # ---- retirement: changed, deleted and retracted documents ---------------------------------
+    def _retire_changed(self, prepared: Sequence[_Prepared], known: dict[str, DocumentRecord], report) -> None:
+        stale: list[str] = []
+        for item in prepared:
+            if item.text.doc_id in known:
+                current = {p.id for p in item.text.passages}
+                stale += [p for p in self.text_index.document_passages(item.text.doc_id) if p not in current]
+        if stale:
+            self._retire_passages(stale, report)
+            report.count("passages retired", len(stale))
+
+    def _retire_passages(self, passage_ids: Sequence[str], report: IngestReport) -> None:
+        """Obsolete passages: flagged in the graph, their edges ended, gone from the indexes; the
+        sentences they held are taken out of CO_MENTIONED evidence."""
+        ended: list[Relation] = []
+        mentioned: set[str] = set()
+        for pid in passage_ids:
+            for n in self.store.neighbours(pid, rel_types=[MENTIONS, HAS_PASSAGE], limit=100_000):
+                ended.append(n.relation)
+                if n.relation.type == MENTIONS:
+                    mentioned.add(n.entity.id)
+        stored = self.store.get_entities(passage_ids)
+        self.store.upsert_entities(e.model_copy(update={"obsolete": True}) for e in stored.values())
+        report.relations.invalidated += self.store.invalidate_relations(ended)
+        prefixes = tuple(f"{pid.split('#')[0]}#s" for pid in passage_ids)
+        self._drop_co_mention_evidence(mentioned, set(passage_ids), prefixes, report)
+        self.text_index.remove(passage_ids)
+
+    def _drop_co_mention_evidence(
+        self, entity_ids: set[str], passage_ids: set[str], doc_prefixes: tuple[str, ...], report: IngestReport
+    ) -> None:
+        candidates = [
+            Relation(subject=a, type=CO_MENTIONED, object=b, source=SOURCE)
+            for a, b in itertools.combinations(sorted(entity_ids), 2)
+        ]
+        if not candidates:
+            return
+        passages_by_doc = {p.split("#")[0]: set() for p in passage_ids}
+        for p in passage_ids:
+            passages_by_doc[p.split("#")[0]].add(p)
+        updates, ends = [], []
+        for rel in self.store.current_relations(candidates).values():
+            sentences = rel.evidence.get("sentences", [])
+            gone = [s for s in sentences if s.startswith(doc_prefixes) and self._sentence_in(s, passage_ids)]
+            if not gone:
+                continue
+            left = [s for s in sentences if s not in gone]
+            count = max(0, int(rel.evidence.get("count", len(sentences))) - len(gone))
+            if count == 0:
+                ends.append(rel)
+            else:
+                updates.append(rel.model_copy(update={"evidence": {"sentences": left, "count": count}}))
+        if updates:
+            report.relations += self.store.upsert_relations(updates)
+        if ends:
+            report.relations.invalidated += self.store.invalidate_relations(ends)
+
+    def _sentence_in(self, sentence_id: str, passage_ids: set[str]) -> bool:
+        """Whether a sentence id belongs to one of the (retired) passages, by the stored HAS_PASSAGE
+        sentence range of each passage."""
+        doc_id, _, frag = sentence_id.partition("#s")
+        index = int(frag)
+        for pid in passage_ids:
+            if not pid.startswith(doc_id + "#"):
+                continue
+            for n in self.store.neighbours(pid, rel_types=[HAS_PASSAGE], direction="in", include_invalid=True):
+                first, last = n.relation.evidence.get("sentences", [None, None])
+                if first is not None and first <= index <= last:
+                    return True
+        return False
+
+    def _delete(self, pmids: Sequence[str], report: IngestReport) -> None:
+        doc_ids = [f"PMID:{int(p)}" for p in pmids if str(p).strip().isdigit()]
+        present = self.store.get_entities(doc_ids)
+        report.count("deletions read", len(doc_ids))
+        if not present:
+            return
+        passages = [p for d in present for p in self.text_index.document_passages(d)]
+        if passages:
+            self._retire_passages(passages, report)
+        self.store.upsert_entities(e.model_copy(update={"obsolete": True}) for e in present.values())
+        report.count("documents deleted", len(present))
+        self.text_index.mark_documents(present, deleted=True)
+
+    def _flag_retracted(self, doc_ids: Sequence[str], report: IngestReport) -> None:
+        present = self.store.get_entities(doc_ids)
+        if not present:
+            return
+        flagged = []
+        for entity in present.values():
+            description = entity.description or ""
+            if not description.startswith("RETRACTED."):
+                flagged.append(entity.model_copy(update={"description": f"RETRACTED. {description}".strip()}))
+        if flagged:
+            report.entities += self.store.upsert_entities(flagged)
+        report.count("documents flagged retracted", self.text_index.mark_documents(present, retracted=True))
+
+    # ---- LLM triples -------------------------------------------------------------------------
+    def _extract(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
+        assert self.extract is not None
+        t0 = time.perf_counter()
+        for item in prepared:
+            for passage in item.text.passages:
+                try:
+                    self.extract(passage.text, passage.id)
+                    report.count("passages sent to the LLM")
+                except Exception as exc:  # noqa: BLE001 - one bad reply never stops the load
+                    report.problem(Problem(file=item.article.origin or passage.id, message=f"{passage.id}: {exc}"))
+        report.timed("llm extraction", time.perf_counter() - t0)
+
+
+def _sentence_order(sentence_id: str) -> tuple[int, int]:
+    doc, _, frag = sentence_id.partition("#s")
+    return int(doc.split(":")[1]), int(frag or 0)

@@ -1,0 +1,279 @@
+"""Entity linking, shared by ingest (passages) and query time (questions).
+
+Three sources of links, in order of trust:
+
+1. the **lexicon**: every name and synonym in the graph (documents and passages aside), tokenised by
+   the same scispacy tokenizer as the text and matched with a spaCy ``PhraseMatcher`` on normalised
+   tokens (case-folded, de-pluralised; short all-caps tokens keep their case so ``MS`` is not ``ms``).
+   Overlaps keep the longest match. A term that is some entity's *name* links to the entities with
+   that name; a term that is only a synonym links to the entities carrying it.
+2. **local abbreviations**: scispacy's ``AbbreviationDetector`` pairs a short form with its long form
+   ("Marfan syndrome (MFS)"); every occurrence of the short form in that document links to what the
+   long form links to, overriding any global meaning of the short form.
+3. the **entity vector index**, for near misses: a long form, an NER span (when an NER model is
+   configured) or, for a query, the question and its uncovered noun-ish chunks that the lexicon did
+   not match are embedded and linked to the nearest entity when the cosine clears ``threshold``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from spacy.language import Language
+from spacy.matcher import PhraseMatcher
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
+
+from kg.entity_index import EntityIndex
+from kg.graph.base import BaseGraphStore
+from kg.model import TEXT_CATEGORIES, Entity
+from kg.nlp import norm_token
+
+__all__ = ["Lexicon", "EntityLinker", "Mention"]
+
+# Terms never matched on their own: ontology roots and words too general to mean one concept.
+GENERIC_TERMS = frozenset(
+    {
+        "all", "disease", "diseases", "syndrome", "disorder", "abnormality", "phenotype", "phenotypic abnormality",
+        "clinical", "patient", "human", "other", "unknown", "normal", "onset", "frequency", "death", "finding",
+        "mode of inheritance", "inheritance", "condition", "chronic", "acute", "severe", "mild", "progressive",
+        "cell", "tissue", "protein", "gene", "drug", "treatment", "therapy", "study", "age", "sex", "male",
+        "female", "child", "adult", "time", "type", "group", "level", "rate", "risk", "case", "cases",
+    }
+)  # fmt: skip
+MAX_TERM_TOKENS = 12
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A span of text linked to one or more entities (several when sources share a name)."""
+
+    start: int  # character offsets in the linked text
+    end: int
+    text: str
+    ids: tuple[str, ...]
+    method: str  # lexicon | abbreviation | vector | ner
+    score: float = 1.0
+    sentence: int = 0  # index of the sentence (within the linked text) holding the span
+
+
+@dataclass
+class Lexicon:
+    """Normalised term -> entity ids, compiled into a PhraseMatcher over the pipeline's vocabulary."""
+
+    nlp: Language
+    names: dict[str, list[str]] = field(default_factory=dict)  # term key -> ids whose name it is
+    synonyms: dict[str, list[str]] = field(default_factory=dict)  # term key -> ids with it as a synonym
+    build_seconds: float = 0.0
+    max_ids: int = 5
+
+    @classmethod
+    def build(
+        cls,
+        store: BaseGraphStore,
+        nlp: Language,
+        *,
+        exclude_sources: Iterable[str] = (),
+        held_out: set[tuple[str, str]] | None = None,
+        page: int = 20_000,
+    ) -> Lexicon:
+        """Read every entity's name and synonyms. ``held_out`` ``(id, term)`` pairs are left out
+        (for measuring the vector fallback); entities only from ``exclude_sources`` are left out."""
+        started = time.perf_counter()
+        excluded = set(exclude_sources)
+        held = {(i, t.casefold()) for i, t in (held_out or set())}
+        lexicon = cls(nlp)
+        after = ""
+        while rows := store.scan_entities(after=after, limit=page):
+            after = rows[-1].id
+            for entity in rows:
+                if entity.category in TEXT_CATEGORIES or entity.obsolete:
+                    continue
+                if excluded and set(entity.sources) <= excluded:
+                    continue
+                lexicon._add(entity, held)
+        lexicon.build_seconds = round(time.perf_counter() - started, 2)
+        return lexicon
+
+    def _add(self, entity: Entity, held: set[tuple[str, str]]) -> None:
+        for term, table in ((entity.name, self.names), *((s, self.synonyms) for s in entity.synonyms)):
+            if (entity.id, term.casefold()) in held:
+                continue
+            key = self.key(term)
+            if key is None:
+                continue
+            ids = table.setdefault(key, [])
+            if entity.id not in ids:
+                ids.append(entity.id)
+
+    def key(self, term: str) -> str | None:
+        """The match key of a term (normalised tokens joined by spaces), or None if never matched."""
+        tokens = [norm_token(t.text) for t in self.nlp.make_doc(term) if not t.is_space]
+        if not tokens or len(tokens) > MAX_TERM_TOKENS:
+            return None
+        key = " ".join(tokens)
+        if len(key) < 3 or key.casefold() in GENERIC_TERMS:
+            return None
+        if len(tokens) == 1 and self.nlp.vocab[tokens[0]].is_stop:
+            return None
+        return key
+
+    def ids_for(self, key: str) -> tuple[str, ...]:
+        ids = self.names.get(key) or self.synonyms.get(key) or []
+        return tuple(sorted(ids)[: self.max_ids])
+
+    def __len__(self) -> int:
+        return len(self.names.keys() | self.synonyms.keys())
+
+    def matcher(self) -> PhraseMatcher:
+        matcher = PhraseMatcher(self.nlp.vocab, attr="NORM")
+        for key in self.names.keys() | self.synonyms.keys():
+            words = key.split(" ")
+            doc = Doc(self.nlp.vocab, words=words)
+            for token in doc:
+                token.norm_ = token.text
+            matcher.add(key, [doc])
+        return matcher
+
+
+class EntityLinker:
+    def __init__(
+        self,
+        nlp: Language,
+        lexicon: Lexicon,
+        entity_index: EntityIndex | None = None,
+        threshold: float = 0.75,
+        query_threshold: float | None = None,
+    ) -> None:
+        self.nlp = nlp
+        self.lexicon = lexicon
+        self.entity_index = entity_index
+        self.threshold = threshold
+        self.query_threshold = threshold if query_threshold is None else query_threshold
+        self._matcher = lexicon.matcher()
+
+    # ---- documents ---------------------------------------------------------------------------
+    def link_docs(self, docs: Sequence[Doc]) -> list[list[Mention]]:
+        """Mentions of each parsed document; vector look-ups of all documents are batched."""
+        results: list[list[Mention]] = []
+        pending: list[tuple[int, Span, str]] = []  # (doc index, span, method) awaiting the vector index
+        for i, doc in enumerate(docs):
+            mentions, unresolved = self._lexical(doc)
+            results.append(mentions)
+            pending.extend((i, span, method) for span, method in unresolved)
+        if pending and self.entity_index is not None and len(self.entity_index.index):
+            hits = self._nearest([span.text for _, span, _ in pending])
+            for (i, span, method), hit in zip(pending, hits, strict=True):
+                if hit and hit[1] >= self.threshold:
+                    results[i].extend(self._expand_short_forms(docs[i], span, (hit[0],), "vector", hit[1], method))
+        for mentions in results:
+            mentions.sort(key=lambda m: (m.start, -m.end))
+        return results
+
+    def link_text(self, text: str) -> list[Mention]:
+        return self.link_docs([self.nlp(text)])[0]
+
+    def link_query(self, text: str, k: int = 3) -> list[Mention]:
+        """Link a question: lexicon and abbreviations first; then the whole question (when short)
+        and the chunks the lexicon left uncovered go to the entity vector index."""
+        doc = self.nlp(text)
+        mentions = self.link_docs([doc])[0]
+        if self.entity_index is None or not len(self.entity_index.index):
+            return mentions
+        covered = {t for m in mentions for t in range(m.start, m.end)}
+        chunks = [c for c in _content_chunks(doc) if not covered & set(range(c.start_char, c.end_char))]
+        if len(doc) <= 8 and not mentions:
+            chunks.insert(0, doc[:])
+        if not chunks:
+            return mentions
+        for chunk, hit in zip(chunks, self._nearest([c.text for c in chunks]), strict=True):
+            if hit and hit[1] >= self.query_threshold:
+                mentions.append(
+                    Mention(chunk.start_char, chunk.end_char, chunk.text, (hit[0],), "vector", round(hit[1], 4))
+                )
+                if chunk.start == 0 and chunk.end == len(doc):
+                    break
+        mentions.sort(key=lambda m: (m.start, -m.end))
+        return mentions
+
+    # ---- internals ---------------------------------------------------------------------------
+    def _nearest(self, texts: list[str]) -> list[tuple[str, float] | None]:
+        assert self.entity_index is not None
+        vectors = self.entity_index.embedder.encode(texts)
+        return [hits[0] if hits else None for hits in self.entity_index.index.search(vectors, 1)]
+
+    def _lexical(self, doc: Doc) -> tuple[list[Mention], list[tuple[Span, str]]]:
+        strings = self.nlp.vocab.strings
+        spans = filter_spans([Span(doc, s, e, label=m) for m, s, e in self._matcher(doc)])
+        mentions: list[Mention] = []
+        taken = set()
+        unresolved: list[tuple[Span, str]] = []
+        sentence_of = _sentence_index(doc)
+        # Local abbreviations first: they override the short form's global meaning.
+        for short in getattr(doc._, "abbreviations", []):
+            long_form = short._.long_form
+            long_key = self.lexicon.key(long_form.text)
+            ids = self.lexicon.ids_for(long_key) if long_key else ()
+            if ids:
+                mentions.append(self._mention(short, ids, "abbreviation", sentence_of))
+                taken.update(range(short.start, short.end))
+            elif not any(s.start <= long_form.start and long_form.end <= s.end for s in spans):
+                unresolved.append((long_form, "abbreviation"))
+        for span in spans:
+            if taken & set(range(span.start, span.end)):
+                continue
+            ids = self.lexicon.ids_for(strings[span.label])
+            if ids:
+                mentions.append(self._mention(span, ids, "lexicon", sentence_of))
+                taken.update(range(span.start, span.end))
+        for ent in doc.ents:  # NER spans (only when an NER model is configured)
+            if not taken & set(range(ent.start, ent.end)):
+                unresolved.append((ent, "ner"))
+        return mentions, unresolved
+
+    def _expand_short_forms(
+        self, doc: Doc, span: Span, ids: tuple[str, ...], method: str, score: float, origin: str
+    ) -> list[Mention]:
+        """A vector-linked long form also links its short forms in the document."""
+        sentence_of = _sentence_index(doc)
+        out = [self._mention(span, ids, method, sentence_of, score)]
+        if origin == "abbreviation":
+            for short in getattr(doc._, "abbreviations", []):
+                if short._.long_form == span:
+                    out.append(self._mention(short, ids, "abbreviation", sentence_of, score))
+        return out
+
+    @staticmethod
+    def _mention(span: Span, ids: tuple[str, ...], method: str, sentence_of: dict[int, int], score: float = 1.0):
+        return Mention(span.start_char, span.end_char, span.text, ids, method, round(score, 4), sentence_of[span.start])
+
+
+def _sentence_index(doc: Doc) -> dict[int, int]:
+    if not doc.has_annotation("SENT_START"):
+        return defaultdict(int)
+    index: dict[int, int] = {}
+    for i, sent in enumerate(doc.sents):
+        for t in range(sent.start, sent.end):
+            index[t] = i
+    return index
+
+
+def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:
+    """Maximal runs of content words (split at stop words and punctuation), a parser-free stand-in
+    for noun chunks."""
+    chunks: list[Span] = []
+    start = None
+    for token in [*doc, None]:
+        boundary = token is None or token.is_stop or token.is_punct or token.is_space or token.like_num
+        if boundary:
+            if start is not None and token is not None and token.i - start <= max_tokens:
+                chunks.append(doc[start : token.i])
+            elif start is not None and token is None and len(doc) - start <= max_tokens:
+                chunks.append(doc[start:])
+            start = None
+        elif start is None:
+            start = token.i
+    return chunks

@@ -1,0 +1,392 @@
+"""The passage indexes: dense (FAISS) and lexical (BM25, ``bm25s``), fused by reciprocal rank.
+
+A small SQLite table in the index directory is the corpus of record (id, document, text, the text
+that was embedded, a retraction flag). Adding passages embeds only what is new or changed (each
+vector carries a fingerprint of the embedded text and the model), so re-adding a document costs
+nothing; removal is by passage or document id. BM25 has no incremental update, so it is rebuilt from
+the table on ``commit()`` when the table changed (20k passages: well under a second).
+
+``hybrid_search`` fuses the BM25 and dense rankings with reciprocal-rank fusion (k = 60) and drops
+passages whose cosine similarity to the question is below a floor: a keyword hit on an unrelated
+passage does not become evidence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import bm25s
+import numpy as np
+import Stemmer
+
+from kg.embedders import TextEmbedder
+from kg.vector_index import VectorIndex
+
+__all__ = ["DocumentRecord", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
+
+RRF_K = 60
+SearchMode = Literal["hybrid", "bm25", "dense"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS passages (
+    id TEXT PRIMARY KEY,
+    doc_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    embed_text TEXT NOT NULL,
+    retracted INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    title TEXT NOT NULL,
+    journal TEXT,
+    year INTEGER,
+    authors TEXT NOT NULL,
+    doi TEXT,
+    retracted INTEGER NOT NULL DEFAULT 0,
+    deleted INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+@dataclass(frozen=True)
+class PassageRecord:
+    id: str  # PMID:123#s4
+    doc_id: str  # PMID:123
+    text: str  # what is shown and cited
+    embed_text: str | None = None  # what is embedded (e.g. the title, then the text); default: text
+    retracted: bool = False
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """What a citation shows; ``fingerprint`` is the content hash of the record last indexed."""
+
+    id: str  # PMID:123
+    fingerprint: str
+    title: str
+    journal: str | None = None
+    year: int | None = None
+    authors: tuple[str, ...] = ()
+    doi: str | None = None
+    retracted: bool = False
+    deleted: bool = False
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    doc_id: str
+    text: str
+    title: str | None
+    year: int | None
+    score: float  # fused score (RRF), or the single ranking's score
+    dense: float | None  # cosine similarity to the query
+    bm25: float | None
+    dense_rank: int | None
+    bm25_rank: int | None
+    retracted: bool
+
+
+@dataclass
+class AddResult:
+    added: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    seconds: float = 0.0
+
+
+class TextIndex:
+    def __init__(self, directory: Path, embedder: TextEmbedder, name: str = "passages") -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder
+        self.name = name
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
+        self._db.executescript(_SCHEMA)
+        self._vectors: VectorIndex | None = None
+        self._bm25: bm25s.BM25 | None = None
+        self._bm25_ids: list[str] = []
+        self._stemmer = Stemmer.Stemmer("english")
+        self._dirty = False
+
+    # ---- storage -----------------------------------------------------------------------------
+    @property
+    def vectors(self) -> VectorIndex:
+        if self._vectors is None:
+            self._vectors = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+        return self._vectors
+
+    def _fingerprint(self, text: str) -> str:
+        return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+
+    def get(self, ids: Sequence[str]) -> dict[str, PassageRecord]:
+        with self._lock:
+            out: dict[str, PassageRecord] = {}
+            for start in range(0, len(ids), 500):
+                chunk = list(ids[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                for row in self._db.execute(
+                    f"SELECT id, doc_id, text, embed_text, retracted FROM passages WHERE id IN ({marks})", chunk
+                ):
+                    out[row[0]] = PassageRecord(row[0], row[1], row[2], row[3], bool(row[4]))
+            return out
+
+    def put_documents(self, docs: Iterable[DocumentRecord]) -> None:
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO documents VALUES (?,?,?,?,?,?,?,?,?)",
+                [
+                    (d.id, d.fingerprint, d.title, d.journal, d.year, json.dumps(list(d.authors)), d.doi)
+                    + (int(d.retracted), int(d.deleted))
+                    for d in docs
+                ],
+            )
+            self._db.commit()
+
+    def get_documents(self, ids: Iterable[str]) -> dict[str, DocumentRecord]:
+        ids = list(dict.fromkeys(ids))
+        out: dict[str, DocumentRecord] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for r in self._db.execute(f"SELECT * FROM documents WHERE id IN ({marks})", chunk):
+                    authors = tuple(json.loads(r[5]))
+                    out[r[0]] = DocumentRecord(r[0], r[1], r[2], r[3], r[4], authors, r[6], bool(r[7]), bool(r[8]))
+        return out
+
+    def mark_documents(self, ids: Iterable[str], *, retracted: bool | None = None, deleted: bool | None = None) -> int:
+        """Flag documents (and their passages, for retraction); returns how many documents changed."""
+        n = 0
+        with self._lock:
+            for doc_id in ids:
+                if retracted is not None:
+                    n += self._db.execute(
+                        "UPDATE documents SET retracted = ? WHERE id = ? AND retracted != ?",
+                        (int(retracted), doc_id, int(retracted)),
+                    ).rowcount
+                    self._db.execute("UPDATE passages SET retracted = ? WHERE doc_id = ?", (int(retracted), doc_id))
+                if deleted is not None:
+                    n += self._db.execute(
+                        "UPDATE documents SET deleted = ? WHERE id = ? AND deleted != ?",
+                        (int(deleted), doc_id, int(deleted)),
+                    ).rowcount
+            self._db.commit()
+        return n
+
+    def document_count(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM documents WHERE deleted = 0").fetchone()[0]
+
+    def document_passages(self, doc_id: str) -> list[str]:
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT id FROM passages WHERE doc_id = ? ORDER BY id", (doc_id,))]
+
+    # ---- writes ------------------------------------------------------------------------------
+    def add(self, records: Iterable[PassageRecord], batch: int = 256) -> AddResult:
+        """Store and embed passages; what is already there unchanged costs nothing. Call ``commit``."""
+        started = time.perf_counter()
+        result = AddResult()
+        records = list({r.id: r for r in records}.values())
+        stored = self.get([r.id for r in records])
+        todo: list[PassageRecord] = []
+        with self._lock:
+            for rec in records:
+                old = stored.get(rec.id)
+                embed_text = rec.embed_text or rec.text
+                same = old is not None and (old.text, old.embed_text, old.retracted) == (
+                    rec.text,
+                    embed_text,
+                    rec.retracted,
+                )
+                if same:
+                    result.unchanged += 1
+                else:
+                    if old is None:
+                        result.added += 1
+                    else:
+                        result.changed += 1
+                    self._db.execute(
+                        "INSERT OR REPLACE INTO passages(id, doc_id, text, embed_text, retracted) VALUES (?,?,?,?,?)",
+                        (rec.id, rec.doc_id, rec.text, embed_text, int(rec.retracted)),
+                    )
+                    self._dirty = True
+                todo.append(rec)
+            self._db.commit()
+        # Embedding is decided by the vectors' own fingerprints, so an interrupted run re-embeds
+        # exactly what did not reach the saved index.
+        ids = [r.id for r in todo]
+        texts = [r.embed_text or r.text for r in todo]
+        prints = [self._fingerprint(t) for t in texts]
+        need = self.vectors.needs_update(ids, prints)
+        for start in range(0, len(need), batch):
+            chunk = need[start : start + batch]
+            vectors = self.embedder.encode([texts[i] for i in chunk])
+            result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
+        result.seconds = round(time.perf_counter() - started, 3)
+        return result
+
+    def remove(self, ids: Iterable[str]) -> int:
+        ids = list(ids)
+        with self._lock:
+            n = 0
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
+            self._db.commit()
+            self._dirty = self._dirty or n > 0
+        self.vectors.remove(ids)
+        return n
+
+    def remove_documents(self, doc_ids: Iterable[str]) -> int:
+        ids = [p for d in doc_ids for p in self.document_passages(d)]
+        return self.remove(ids) if ids else 0
+
+    def commit(self) -> None:
+        """Persist the vectors and rebuild BM25 if the corpus changed (also after a crash: the
+        table's stamp is compared with the one the BM25 files were built from)."""
+        with self._lock:
+            self.vectors.save()
+            if self._dirty or self._bm25_stamp() != self._table_stamp():
+                self._build_bm25()
+            self._dirty = False
+
+    # ---- BM25 --------------------------------------------------------------------------------
+    @property
+    def _bm25_dir(self) -> Path:
+        return self.directory / f"{self.name}.bm25"
+
+    def _table_stamp(self) -> str:
+        row = self._db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM passages").fetchone()
+        digest = hashlib.sha1()
+        for (pid,) in self._db.execute("SELECT id FROM passages ORDER BY id"):
+            digest.update(pid.encode())
+        return f"{row[0]}:{row[1]}:{digest.hexdigest()}"
+
+    def _bm25_stamp(self) -> str | None:
+        path = self._bm25_dir / "medkg.json"
+        return json.loads(path.read_text())["stamp"] if path.exists() else None
+
+    def _tokenize(self, texts: list[str]):  # noqa: ANN202 - bm25s.tokenization.Tokenized
+        return bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer, show_progress=False)
+
+    def _build_bm25(self) -> None:
+        rows = self._db.execute("SELECT id, text FROM passages ORDER BY id").fetchall()
+        self._bm25_ids = [r[0] for r in rows]
+        if not rows:
+            self._bm25 = None
+            return
+        retriever = bm25s.BM25()
+        retriever.index(self._tokenize([r[1] for r in rows]), show_progress=False)
+        target = self._bm25_dir
+        target.mkdir(parents=True, exist_ok=True)
+        retriever.save(str(target), show_progress=False)
+        tmp = target / "medkg.json.tmp"
+        tmp.write_text(json.dumps({"stamp": self._table_stamp(), "ids": self._bm25_ids}))
+        os.replace(tmp, target / "medkg.json")
+        self._bm25 = retriever
+
+    def _load_bm25(self) -> bm25s.BM25 | None:
+        if self._bm25 is None and len(self):
+            if self._bm25_stamp() != self._table_stamp():
+                self._build_bm25()
+            else:
+                self._bm25 = bm25s.BM25.load(str(self._bm25_dir))
+                self._bm25_ids = json.loads((self._bm25_dir / "medkg.json").read_text())["ids"]
+        return self._bm25
+
+    # ---- search ------------------------------------------------------------------------------
+    def bm25_search(self, query: str, k: int) -> list[tuple[str, float]]:
+        with self._lock:
+            retriever = self._load_bm25()
+            if retriever is None:
+                return []
+            tokens = self._tokenize([query])
+            if not tokens.vocab:
+                return []
+            docs, scores = retriever.retrieve(tokens, k=min(k, len(self._bm25_ids)), show_progress=False)
+            return [(self._bm25_ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+
+    def dense_search(self, query: str, k: int, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
+        if not len(self.vectors):
+            return []
+        vector = self.embedder.encode([query])[0] if vector is None else vector
+        return self.vectors.search(vector, k)[0]
+
+    def search(
+        self, query: str, k: int = 10, mode: SearchMode = "hybrid", floor: float = 0.25, candidates: int = 50
+    ) -> list[SearchHit]:
+        """The ``k`` best passages for ``query``. ``hybrid`` fuses BM25 and dense ranks (RRF) and keeps
+        only passages whose cosine to the query is at least ``floor``."""
+        if k <= 0:
+            raise ValueError("k must be positive")
+        n = max(candidates, k)
+        vector = self.embedder.encode([query])[0] if mode != "bm25" else None
+        dense = self.dense_search(query, n, vector) if mode != "bm25" else []
+        lexical = self.bm25_search(query, n) if mode != "dense" else []
+        dense_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(dense)}
+        bm25_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(lexical)}
+        if mode == "bm25":
+            fused = {pid: s for pid, s in lexical}
+        elif mode == "dense":
+            fused = {pid: s for pid, s in dense}
+        else:
+            fused = {}
+            for ranks in (dense_rank, bm25_rank):
+                for pid, (rank, _) in ranks.items():
+                    fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
+        cosines = {pid: s for pid, (_, s) in dense_rank.items()}
+        if vector is not None:
+            for pid in fused.keys() - cosines.keys():
+                stored = self.vectors.vector(pid)
+                if stored is not None:
+                    cosines[pid] = float(stored @ vector)
+        order = sorted(fused, key=lambda p: (-fused[p], p))
+        if mode == "hybrid":
+            order = [p for p in order if cosines.get(p, -1.0) >= floor]
+        order = order[:k]
+        records = self.get(order)
+        documents = self.get_documents(r.doc_id for r in records.values())
+        hits = []
+        for pid in order:
+            rec = records.get(pid)
+            if rec is None:
+                continue
+            hits.append(
+                SearchHit(
+                    id=pid,
+                    doc_id=rec.doc_id,
+                    text=rec.text,
+                    title=documents[rec.doc_id].title if rec.doc_id in documents else None,
+                    year=documents[rec.doc_id].year if rec.doc_id in documents else None,
+                    score=round(fused[pid], 6),
+                    dense=round(cosines[pid], 4) if pid in cosines else None,
+                    bm25=round(bm25_rank[pid][1], 4) if pid in bm25_rank else None,
+                    dense_rank=dense_rank[pid][0] if pid in dense_rank else None,
+                    bm25_rank=bm25_rank[pid][0] if pid in bm25_rank else None,
+                    retracted=rec.retracted,
+                )
+            )
+        return hits
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

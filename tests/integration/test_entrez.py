@@ -1,0 +1,411 @@
+"""EntrezClient against a local E-utilities stand-in that answers with real NCBI records.
+
+The efetch handler serves the real ``PubmedArticle``/``PubmedBookArticle`` elements of the shared PubMed XML
+files (byte for byte, inside the envelope of a real efetch answer); the esearch handler answers in the format of
+the real ``esearch1.xml``. Nothing here reaches NCBI.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+from xml.etree import ElementTree as ET
+from xml.sax.saxutils import escape
+
+import pytest
+
+from ingest.pubmed.entrez import EntrezClient, EntrezError
+from ingest.pubmed.model import Article
+from ingest.report import Problem
+from tests.conftest import SHARED_DATA
+
+PUBMED_XML = SHARED_DATA / "pubmed_xml"
+BAD_QUERY = "cancer[[["
+FAST = {"backoff_s": 0.01, "requests_per_second": 1000.0}
+
+pytestmark = pytest.mark.skipif(
+    not (PUBMED_XML / "biopython_entrez" / "esearch1.xml").exists(),
+    reason=f"shared PubMed XML files not found under {PUBMED_XML}",
+)
+
+_RECORD = re.compile(rb"<(PubmedArticle|PubmedBookArticle)>.*?</\1>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    records: dict[str, bytes]  # PMID -> raw XML of its record
+    titles: dict[str, str]  # PMID -> whitespace-normalised title
+    efetch_head: bytes  # XML declaration, DOCTYPE and <PubmedArticleSet> of a real efetch answer
+    esearch_head: bytes  # XML declaration and DOCTYPE of the real esearch answer
+
+
+def _load_corpus() -> Corpus:
+    records: dict[str, bytes] = {}
+    titles: dict[str, str] = {}
+    for path in sorted(PUBMED_XML.glob("*/*.xml")):
+        data = path.read_bytes()
+        if b"<PubmedArticleSet>" not in data:
+            continue
+        for match in _RECORD.finditer(data):
+            elem = ET.fromstring(match.group(0))
+            pmid = elem.findtext(".//PMID")
+            title = elem.find(".//ArticleTitle")
+            if title is None:
+                title = elem.find(".//BookTitle")
+            if pmid and pmid not in records:
+                records[pmid] = match.group(0)
+                titles[pmid] = " ".join("".join(title.itertext()).split()) if title is not None else ""
+    pubmed1 = (PUBMED_XML / "biopython_entrez" / "pubmed1.xml").read_bytes()
+    esearch1 = (PUBMED_XML / "biopython_entrez" / "esearch1.xml").read_bytes()
+    efetch_head = pubmed1[: pubmed1.index(b"<PubmedArticleSet>") + len(b"<PubmedArticleSet>")]
+    esearch_head = esearch1[: esearch1.index(b"<eSearchResult>")]
+    return Corpus(records, titles, efetch_head, esearch_head)
+
+
+@dataclass
+class Call:
+    at: float  # time.monotonic() when the request arrived
+    utility: str  # "esearch" or "efetch"
+    method: str
+    params: dict[str, str]
+
+    @property
+    def ids(self) -> list[str]:
+        return self.params["id"].split(",")
+
+
+@dataclass
+class Eutils:
+    """What the stand-in answers, and every request it got."""
+
+    corpus: Corpus
+    base_url: str = ""
+    search_ids: list[str] = field(default_factory=list)
+    efetch_statuses: list[int] = field(default_factory=list)  # answered (one each) before the next efetch succeeds
+    failing_ids: set[str] = field(default_factory=set)  # an efetch naming any of these gets a 503, always
+    calls: list[Call] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def efetches(self) -> list[Call]:
+        return [c for c in self.calls if c.utility == "efetch"]
+
+    def esearches(self) -> list[Call]:
+        return [c for c in self.calls if c.utility == "esearch"]
+
+    def answer(self, utility: str, params: dict[str, str]) -> tuple[int, bytes]:
+        if utility == "esearch":
+            return self._esearch(params)
+        ids = params.get("id", "").split(",")
+        with self.lock:
+            status = self.efetch_statuses.pop(0) if self.efetch_statuses else 200
+        if status == 200 and self.failing_ids.intersection(ids):
+            status = 503
+        if status != 200:
+            return status, b"<html><body><h1>Service unavailable</h1></body></html>"
+        found = [self.corpus.records[i] for i in ids if i in self.corpus.records]
+        return 200, self.corpus.efetch_head + b"\n" + b"\n".join(found) + b"\n</PubmedArticleSet>\n"
+
+    def _esearch(self, params: dict[str, str]) -> tuple[int, bytes]:
+        term = params.get("term", "")
+        if term == BAD_QUERY:
+            body = f"<eSearchResult><ERROR>Invalid query: unbalanced brackets in {escape(term)}</ERROR></eSearchResult>"
+            return 400, self.corpus.esearch_head + body.encode()
+        retstart, retmax = int(params.get("retstart", 0)), int(params.get("retmax", 20))
+        page = self.search_ids[retstart : retstart + retmax]
+        ids = "".join(f"<Id>{i}</Id>\n" for i in page)
+        body = (
+            f"<eSearchResult><Count>{len(self.search_ids)}</Count><RetMax>{len(page)}</RetMax>"
+            f"<RetStart>{retstart}</RetStart><IdList>\n{ids}</IdList><TranslationSet/>"
+            f"<QueryTranslation>{escape(term)}[All Fields]</QueryTranslation></eSearchResult>\n"
+        )
+        return 200, self.corpus.esearch_head + body.encode()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        self._serve(urlsplit(self.path).query)
+
+    def do_POST(self) -> None:
+        self._serve(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode())
+
+    def _serve(self, query: str) -> None:
+        eutils = self.server.eutils
+        path = urlsplit(self.path).path
+        match = re.fullmatch(r"/entrez/eutils/(esearch|efetch)\.fcgi", path)
+        if match is None:
+            self.send_error(404)
+            return
+        params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        with eutils.lock:
+            eutils.calls.append(Call(time.monotonic(), match.group(1), self.command, params))
+        status, body = eutils.answer(match.group(1), params)
+        self.send_response(status)
+        self.send_header("Content-Type", "text/xml; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    eutils: Eutils
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Corpus:
+    return _load_corpus()
+
+
+@pytest.fixture(scope="module")
+def server(corpus: Corpus) -> Iterator[_Server]:
+    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd.eutils = Eutils(corpus)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(5)
+
+
+@pytest.fixture
+def eutils(server: _Server, corpus: Corpus) -> Eutils:
+    """A fresh stand-in state for each test."""
+    host, port = server.server_address[:2]
+    server.eutils = Eutils(corpus, base_url=f"http://{host}:{port}/entrez/eutils/")
+    return server.eutils
+
+
+@pytest.fixture
+def pmids(corpus: Corpus) -> list[str]:
+    """25 PMIDs served by the stand-in."""
+    return sorted(corpus.records)[:25]
+
+
+def client(eutils: Eutils, **options: object) -> EntrezClient:
+    settings: dict[str, object] = {"email": "dev@example.org", "api_key": None, **FAST, **options}
+    return EntrezClient(base_url=eutils.base_url, **settings)  # type: ignore[arg-type]
+
+
+def articles(items: list[object]) -> list[Article]:
+    return [i for i in items if isinstance(i, Article)]
+
+
+def problems(items: list[object]) -> list[Problem]:
+    return [i for i in items if isinstance(i, Problem)]
+
+
+def test_corpus_has_the_shared_records(corpus: Corpus) -> None:
+    assert len(corpus.records) == 467  # SOURCE.md: 467 unique PMIDs
+    assert b"<PubmedArticleSet>" in corpus.efetch_head and b"eSearchResult" in corpus.esearch_head
+
+
+def test_search_pages_with_retstart_and_retmax(eutils: Eutils, pmids: list[str]) -> None:
+    eutils.search_ids = pmids
+    assert client(eutils).search("biopython", 22, page_size=10) == pmids[:22]
+    assert [(c.params["retstart"], c.params["retmax"]) for c in eutils.esearches()] == [
+        ("0", "10"),
+        ("10", "10"),
+        ("20", "2"),
+    ]
+    assert all(c.params["db"] == "pubmed" and c.params["term"] == "biopython" for c in eutils.esearches())
+
+
+def test_search_stops_at_count(eutils: Eutils, pmids: list[str]) -> None:
+    eutils.search_ids = pmids
+    assert client(eutils).search("biopython", 1000, page_size=10) == pmids
+    assert [c.params["retstart"] for c in eutils.esearches()] == ["0", "10", "20"]
+
+
+def test_search_with_no_hits(eutils: Eutils) -> None:
+    assert client(eutils).search("nothing matches", 50) == []
+    assert len(eutils.esearches()) == 1
+
+
+def test_bad_query_raises_with_ncbi_message(eutils: Eutils) -> None:
+    with pytest.raises(EntrezError, match="HTTP 400: Invalid query: unbalanced brackets") as info:
+        client(eutils).search(BAD_QUERY, 10)
+    assert info.value.status == 400
+    assert len(eutils.esearches()) == 1  # a 400 is not retried
+
+
+def test_fetch_returns_the_real_records_in_batches(eutils: Eutils, corpus: Corpus, pmids: list[str]) -> None:
+    items = list(client(eutils, batch_size=10).fetch(pmids))
+    assert problems(items) == []
+    got = articles(items)
+    assert [a.pmid for a in got] == pmids
+    assert {a.pmid: a.title for a in got} == {p: corpus.titles[p] for p in pmids}
+    calls = eutils.efetches()
+    assert [c.ids for c in calls] == [pmids[:10], pmids[10:20], pmids[20:]]
+    assert all(c.params["db"] == "pubmed" and c.params["retmode"] == "xml" and c.method == "GET" for c in calls)
+
+
+def test_many_ids_are_posted(eutils: Eutils, corpus: Corpus) -> None:
+    many = sorted(corpus.records)[:250]
+    got = articles(list(client(eutils, batch_size=250).fetch(many)))
+    assert sorted(a.pmid for a in got) == many
+    assert [(c.method, len(c.ids)) for c in eutils.efetches()] == [("POST", 250)]
+
+
+def test_identity_is_sent_with_every_request(eutils: Eutils, pmids: list[str]) -> None:
+    c = client(eutils, api_key="k3y", tool="medkg-test", batch_size=10, requests_per_second=None)
+    assert c.requests_per_second == 10.0  # NCBI's limit with an API key
+    c.search("biopython", 5)
+    list(c.fetch(pmids[:15]))
+    assert len(eutils.calls) == 3
+    for call in eutils.calls:
+        assert (call.params["email"], call.params["api_key"], call.params["tool"]) == (
+            "dev@example.org",
+            "k3y",
+            "medkg-test",
+        )
+
+
+def test_missing_email_warns_once_and_is_not_sent(
+    eutils: Eutils, pmids: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="ingest.pubmed.entrez"):
+        c = client(eutils, email=None, requests_per_second=None)
+        list(c.fetch(pmids[:3]))
+        c.search("biopython", 5)
+    assert c.requests_per_second == 3.0  # NCBI's limit without a key
+    assert len([r for r in caplog.records if "email" in r.getMessage()]) == 1
+    assert all("email" not in call.params and "api_key" not in call.params for call in eutils.calls)
+
+
+def test_rate_limit_spaces_requests(eutils: Eutils, pmids: list[str]) -> None:
+    n = 6
+    started = time.monotonic()
+    items = list(client(eutils, batch_size=1, requests_per_second=5.0).fetch(pmids[:n]))
+    elapsed = time.monotonic() - started
+    assert len(articles(items)) == n
+    assert elapsed >= (n - 1) / 5
+    arrivals = [c.at for c in eutils.efetches()]
+    assert arrivals[-1] - arrivals[0] >= (n - 1) / 5 - 0.05  # server clock: allow for connection jitter
+
+
+def test_rate_limit_holds_across_threads(eutils: Eutils, pmids: list[str]) -> None:
+    c = client(eutils, batch_size=1, requests_per_second=5.0)
+    started = time.monotonic()
+    threads = [threading.Thread(target=lambda p=p: list(c.fetch([p]))) for p in pmids[:6]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert time.monotonic() - started >= 5 / 5
+    assert len(eutils.efetches()) == 6
+
+
+def test_retries_503_then_succeeds(eutils: Eutils, pmids: list[str]) -> None:
+    eutils.efetch_statuses = [503, 503]
+    items = list(client(eutils, batch_size=10).fetch(pmids[:5]))
+    assert problems(items) == []
+    assert [a.pmid for a in articles(items)] == pmids[:5]
+    assert len(eutils.efetches()) == 3
+
+
+def test_retries_429_too(eutils: Eutils, pmids: list[str]) -> None:
+    eutils.efetch_statuses = [429]
+    assert len(articles(list(client(eutils).fetch(pmids[:2])))) == 2
+    assert len(eutils.efetches()) == 2
+
+
+def test_failing_batch_becomes_a_problem_and_the_rest_arrive(eutils: Eutils, pmids: list[str]) -> None:
+    eutils.failing_ids = {pmids[12]}
+    items = list(client(eutils, batch_size=10, max_tries=3).fetch(pmids))
+    assert [a.pmid for a in articles(items)] == pmids[:10] + pmids[20:]
+    [problem] = problems(items)
+    assert problem.file == "entrez efetch"
+    assert "HTTP 503" in problem.message and f"PMIDs {pmids[10]}..{pmids[19]} (10 ids)" in problem.message
+    assert [len(c.ids) for c in eutils.efetches()] == [10, 10, 10, 10, 5]  # the failing batch tried 3 times
+
+
+def test_unreachable_server_becomes_a_problem(eutils: Eutils, pmids: list[str]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = EntrezClient("dev@example.org", None, base_url=f"http://127.0.0.1:{port}/entrez/eutils", max_tries=2, **FAST)
+    [problem] = list(c.fetch(pmids[:3]))
+    assert isinstance(problem, Problem) and "connection error" in problem.message and "after 2 tries" in problem.message
+
+
+def test_pmids_not_returned_are_reported(eutils: Eutils, pmids: list[str]) -> None:
+    items = list(client(eutils, batch_size=10).fetch([*pmids[:3], "1", "2", "x1"]))
+    assert [a.pmid for a in articles(items)] == pmids[:3]
+    messages = [p.message for p in problems(items)]
+    assert messages == ["not a PMID: 'x1'", "2 PMIDs not returned: 1, 2"]
+
+
+def test_interrupted_fetch_resumes_from_checkpoint(eutils: Eutils, pmids: list[str], tmp_path: Path) -> None:
+    checkpoint = tmp_path / "run.ckpt"
+    first = client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint)
+    taken = list(itertools.islice(first, 11))  # all of batch 1, then the first record of batch 2
+    first.close()  # stop: the record of batch 2 was handed out but never followed by a request for the next
+    assert [c.ids for c in eutils.efetches()] == [pmids[:10], pmids[10:20]]
+
+    eutils.calls.clear()
+    rest = list(client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint))
+    assert [c.ids for c in eutils.efetches()] == [pmids[10:20], pmids[20:]]
+    assert {a.pmid for a in articles(taken + rest)} == set(pmids)
+
+    eutils.calls.clear()
+    assert list(client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint)) == []
+    assert eutils.calls == []
+
+
+def test_stopping_mid_batch_keeps_the_records_taken(eutils: Eutils, pmids: list[str], tmp_path: Path) -> None:
+    checkpoint = tmp_path / "run.ckpt"
+    first = client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint)
+    list(itertools.islice(first, 4))
+    first.close()
+    eutils.calls.clear()
+    list(client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint))
+    assert [c.ids for c in eutils.efetches()] == [pmids[3:13], pmids[13:23], pmids[23:]]
+
+
+def test_torn_checkpoint_line_is_ignored(eutils: Eutils, pmids: list[str], tmp_path: Path) -> None:
+    checkpoint = tmp_path / "run.ckpt"
+    checkpoint.write_text(f'{{"delivered": ["{pmids[0]}"]}}\n{{"delivered": ["{pmids[1]}", "')
+    list(client(eutils, batch_size=10).fetch(pmids[:5], checkpoint=checkpoint))
+    assert [c.ids for c in eutils.efetches()] == [pmids[1:5]]
+    eutils.calls.clear()
+    list(client(eutils).fetch(pmids[:5], checkpoint=checkpoint))
+    assert eutils.calls == []
+
+
+def test_search_and_fetch_resumes_the_same_set(eutils: Eutils, pmids: list[str], tmp_path: Path) -> None:
+    checkpoint = tmp_path / "query.ckpt"
+    eutils.search_ids = pmids[:15]
+    first = client(eutils, batch_size=5).search_and_fetch("biopython", 12, checkpoint)
+    taken = list(itertools.islice(first, 6))
+    first.close()
+
+    eutils.search_ids = pmids[5:]  # PubMed moved on: the resumed run must keep the first answer
+    eutils.calls.clear()
+    rest = list(client(eutils, batch_size=5).search_and_fetch("biopython", 12, checkpoint))
+    assert eutils.esearches() == []
+    assert [c.ids for c in eutils.efetches()] == [pmids[5:10], pmids[10:12]]
+    assert {a.pmid for a in articles(taken + rest)} == set(pmids[:12])
+
+    with pytest.raises(EntrezError, match="belongs to query 'biopython'"):
+        list(client(eutils).search_and_fetch("another query", 12, checkpoint))
+
+
+def test_progress_bar_does_not_change_the_records(eutils: Eutils, pmids: list[str]) -> None:
+    items = list(client(eutils, batch_size=10).fetch(pmids, progress=True))
+    assert [a.pmid for a in articles(items)] == pmids
