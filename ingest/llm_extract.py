@@ -304,11 +304,16 @@ class TripleExtractor:
 # ---- the merge ---------------------------------------------------------------------------------
 
 
+Rule = Literal["id", "name", "synonym", "embedding", "slug", "new"]
+
+
 class ResolvedEntity(BaseModel):
+    """How an extracted entity was resolved: ``new`` = added; the others name the rule that reused one."""
+
     name: str
     type: str
     id: str
-    rule: Literal["id", "name", "synonym", "embedding", "slug", "new"]
+    rule: Rule
     score: float | None = None
 
 
@@ -349,8 +354,8 @@ def _resolve(
     similarity: float,
     added: dict[str, Entity],
 ) -> ResolvedEntity:
-    def found(entity_id: str, rule: str, score: float | None = None) -> ResolvedEntity:
-        return ResolvedEntity(name=entity.name, type=entity.type, id=entity_id, rule=rule, score=score)  # type: ignore[arg-type]
+    def found(entity_id: str, rule: Rule, score: float | None = None) -> ResolvedEntity:
+        return ResolvedEntity(name=entity.name, type=entity.type, id=entity_id, rule=rule, score=score)
 
     if entity.id and (stored := store.get_entity(entity.id)) and _compatible(entity.type, stored.category):
         return found(stored.id, "id")

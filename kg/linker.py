@@ -220,7 +220,9 @@ class EntityLinker:
             if ids:
                 mentions.append(self._mention(short, ids, "abbreviation", sentence_of))
                 taken.update(range(short.start, short.end))
-            elif not any(s.start <= long_form.start and long_form.end <= s.end for s in spans):
+            elif not any(s.start <= long_form.start and long_form.end <= s.end for s in spans) and not any(
+                u == long_form for u, _ in unresolved
+            ):
                 unresolved.append((long_form, "abbreviation"))
         for span in spans:
             if taken & set(range(span.start, span.end)):

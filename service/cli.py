@@ -78,6 +78,34 @@ def similar(
 
 
 @app.command()
+def search(
+    query: str,
+    k: Annotated[int, typer.Option(help="How many passages.")] = 10,
+    mode: Annotated[str, typer.Option(help="hybrid (BM25 + dense, RRF), bm25 or dense.")] = "hybrid",
+    as_json: JsonOpt = False,
+) -> None:
+    """Passages for QUERY from the ingested abstracts, with their PMIDs."""
+    if mode not in ("hybrid", "bm25", "dense"):
+        raise fail(f"--mode must be hybrid, bm25 or dense (got {mode!r})")
+    with container() as c:
+        hits = c.text_index.search(query, k=k, mode=mode, floor=c.settings.search_floor)  # type: ignore[arg-type]
+        data = [hit.__dict__ for hit in hits]
+
+    def render(rows: list[dict[str, Any]]) -> None:
+        if not rows:
+            out.print("no passage matches (is anything ingested? `medkg ingest pubmed PATH`)")
+            return
+        for i, row in enumerate(rows, 1):
+            flag = " [red]RETRACTED[/]" if row["retracted"] else ""
+            title = row["title"] or ""
+            out.print(f"[bold]{i}. {row['id']}[/] {title} ({row['year'] or 'n.d.'}){flag}", highlight=False)
+            out.print(f"   score {row['score']}  cosine {row['dense']}  bm25 {row['bm25']}", highlight=False)
+            out.print(f"   {row['text']}", highlight=False, soft_wrap=True)
+
+    emit(data, as_json, render)
+
+
+@app.command()
 def stats(as_json: JsonOpt = False) -> None:
     """Entity and relation counts of the configured graph store."""
     with container() as c:

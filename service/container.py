@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from kg.settings import GraphBackend, Settings, load_settings
 from kg.text_index import TextIndex
 
 if TYPE_CHECKING:
+    from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
 
 __all__ = ["Container", "build_graph_store"]
@@ -84,6 +86,28 @@ class Container:
             threshold=self.settings.link_threshold,
             query_threshold=self.settings.link_query_threshold,
         )
+
+    def triple_merger(self) -> Callable[[str, str], MergeResult]:
+        """LLM triple extraction of one passage merged into the graph (needs MEDKG_LLM_BASE_URL)."""
+        from ingest.llm_extract import TripleExtractor, merge_extraction
+
+        s = self.settings
+        if not s.llm_enabled or not s.llm_model:
+            raise ValueError("triple extraction needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+        extractor = TripleExtractor(
+            s.llm_base_url or "",
+            s.llm_model,
+            api_key=s.llm_api_key.get_secret_value() if s.llm_api_key else None,
+            timeout_s=s.llm_timeout_s,
+        )
+
+        def extract_and_merge(text: str, passage_id: str) -> MergeResult:
+            extraction = extractor.extract(text, passage_id)
+            return merge_extraction(
+                self.graph, extraction, passage_id, entity_index=self.entity_index, model_name=s.llm_model
+            )
+
+        return extract_and_merge
 
     def entrez(self) -> EntrezClient:
         from ingest.pubmed.entrez import EntrezClient

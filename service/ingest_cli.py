@@ -108,6 +108,100 @@ def ingest_edges(
         run(c, edge_items(file, spec), spec.source, embed, progress)
 
 
+LinkOpt = Annotated[bool, typer.Option("--link/--no-link", help="Link entity mentions (lexicon of the graph).")]
+ExtractOpt = Annotated[
+    bool, typer.Option("--extract/--no-extract", help="Typed triples through the configured LLM (MEDKG_LLM_*).")
+]
+
+
+def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract: bool, progress: bool) -> None:
+    """Articles into the graph and the passage indexes (the shared path of pubmed, entrez and docs)."""
+    from ingest.pubmed.load import PubmedLoader
+
+    loader = PubmedLoader(
+        c.graph,
+        c.text_index,
+        c.nlp,
+        c.linker if link else None,
+        extract=c.triple_merger() if extract else None,
+        max_words=c.settings.passage_max_words,
+        progress=progress,
+    )
+    report = loader.load(records, source=source)
+    render(report)
+    out.print(
+        f"text index: {c.text_index.document_count():,} documents, {len(c.text_index):,} passages",
+        highlight=False,
+    )
+    if report.timings:
+        out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
+
+
+@app.command("pubmed")
+def ingest_pubmed(
+    paths: Annotated[list[str], typer.Argument(help="Files, directories or glob patterns (XML, MEDLINE, JSON/L).")],
+    link: LinkOpt = True,
+    extract: ExtractOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """PubMed XML (efetch, baseline/update files, .gz), MEDLINE text or JSON documents."""
+    from ingest.pubmed.readers import expand_paths, iter_records
+    from service.cli import container
+
+    with container() as c:
+        files = expand_paths(paths)
+        out.print(f"{len(files):,} file(s)", highlight=False)
+        run_pubmed(c, iter_records(files), "pubmed", link, extract, progress)
+
+
+@app.command("docs")
+def ingest_docs(
+    files: Annotated[list[Path], typer.Argument(help="JSON or JSONL files (PubMedQA layout or pmid/title/abstract).")],
+    link: LinkOpt = True,
+    extract: ExtractOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """JSON/JSONL documents: {PMID: {CONTEXTS, LABELS, MESHES, YEAR}} or {pmid, title, abstract, ...} lines."""
+    from ingest.pubmed.readers import expand_paths, iter_records
+    from service.cli import container
+
+    with container() as c:
+        run_pubmed(c, iter_records(expand_paths(files)), "docs", link, extract, progress)
+
+
+@app.command("entrez")
+def ingest_entrez(
+    query: Annotated[str | None, typer.Option(help="A PubMed query, e.g. 'marfan syndrome[MeSH]'.")] = None,
+    pmids: Annotated[str | None, typer.Option(help="Comma-separated PMIDs (instead of a query).")] = None,
+    max_results: Annotated[int, typer.Option("--max", min=1, help="At most this many records.")] = 100,
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="Resume file (default: <data dir>/entrez/<query hash>.jsonl).")
+    ] = None,
+    link: LinkOpt = True,
+    extract: ExtractOpt = False,
+    progress: ProgressOpt = True,
+) -> None:
+    """Fetch live from NCBI E-utilities (MEDKG_ENTREZ_EMAIL / _API_KEY); re-run to resume."""
+    import hashlib
+
+    from service.cli import container, fail
+
+    if bool(query) == bool(pmids):
+        raise fail("give exactly one of --query or --pmids")
+    with container() as c:
+        client = c.entrez()
+        key = hashlib.sha1(f"{query or pmids}|{max_results}".encode()).hexdigest()[:16]
+        path = checkpoint or c.settings.data_dir / "entrez" / f"{key}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if query:
+            records = client.search_and_fetch(query, max_results, checkpoint=path, progress=progress)
+        else:
+            ids = [p.strip() for p in (pmids or "").split(",") if p.strip()][:max_results]
+            records = client.fetch(ids, checkpoint=path, progress=progress)
+        run_pubmed(c, records, "entrez", link, extract, progress)
+        out.print(f"checkpoint: {path}", highlight=False)
+
+
 @app.command("mappings")
 def list_mappings() -> None:
     """The bundled edge-list mappings."""

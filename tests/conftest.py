@@ -66,3 +66,20 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseGraphS
         s.clear()
         yield s
         s.clear()
+
+
+@pytest.fixture(scope="session")
+def text_embedder():  # noqa: ANN201 - kg.embedders.TextEmbedder
+    """The real offline embedding model, loaded once per test session."""
+    from kg.embedders import TextEmbedder
+    from kg.settings import DEFAULT_EMBEDDING_MODEL
+
+    return TextEmbedder(DEFAULT_EMBEDDING_MODEL)
+
+
+def shared(*parts: str) -> Path:
+    """A path under ../shared/data, or a skip saying it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent (real data from ../shared/data; present in CI)")
+    return path

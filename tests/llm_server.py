@@ -107,7 +107,7 @@ class FakeLLMServer:
             return len(self._queue)
 
     def start(self) -> FakeLLMServer:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="fake-llm", daemon=True)
         self._thread.start()
         return self
 

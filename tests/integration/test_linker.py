@@ -1,0 +1,101 @@
+"""Entity linking on a real store: lexicon (names, synonyms, case/plural), local abbreviations,
+the entity vector index for near misses, held-out synonyms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kg.entity_index import EntityIndex
+from kg.graph.base import BaseGraphStore
+from kg.linker import EntityLinker, Lexicon
+from kg.model import Entity
+from kg.nlp import build_pipeline
+
+ENTITIES = [
+    Entity(id="DOID:14323", name="Marfan syndrome", category="Disease", sources=["do"]),
+    Entity(id="OMIM:154700", name="Marfan syndrome", category="Disease", sources=["hpo"], synonyms=["MFS"]),
+    Entity(id="HP:0002616", name="Aortic root aneurysm", category="Phenotype", synonyms=["Aortic root dilatation"]),
+    Entity(id="HP:0001250", name="Seizure", category="Phenotype", synonyms=["Epileptic seizure"]),
+    Entity(id="HP:0001658", name="Myocardial infarction", category="Phenotype", synonyms=["Heart attack"]),
+    Entity(id="DOID:3393", name="coronary artery disease", category="Disease"),
+    Entity(id="NCBIGene:790", name="CAD", category="Gene", synonyms=["carbamoyl-phosphate synthetase 2"]),
+    Entity(id="HP:0000001", name="All", category="Phenotype"),  # ontology root: never linked
+    Entity(id="DOID:1612", name="breast cancer", category="Disease"),
+    Entity(id="DOID:162", name="cancer", category="Disease"),
+    Entity(id="DOID:9352", name="type 2 diabetes mellitus", category="Disease", synonyms=["T2DM"]),
+    Entity(id="DRUGBANK:DB00331", name="Metformin", category="Drug"),
+    Entity(id="HP:0001513", name="Obesity", category="Phenotype", description="Accumulation of excess body fat."),
+    Entity(id="PMID:1", name="A document title about cancer", category="Document"),  # text is never a term
+]
+
+
+@pytest.fixture
+def linked_store(store: BaseGraphStore) -> BaseGraphStore:
+    store.upsert_entities(ENTITIES)
+    return store
+
+
+def test_lexicon_links_names_synonyms_case_and_plurals(linked_store: BaseGraphStore) -> None:
+    nlp = build_pipeline()
+    lexicon = Lexicon.build(linked_store, nlp)
+    assert lexicon.ids_for(lexicon.key("Marfan Syndrome")) == ("DOID:14323", "OMIM:154700")
+    assert lexicon.key("All") is None and lexicon.key("a document title about cancer") not in lexicon.names
+    linker = EntityLinker(nlp, lexicon)
+    text = "Two SEIZURES and epileptic seizures occurred; Breast cancers were treated with metformin."
+    found = {(m.text, m.ids) for m in linker.link_text(text)}
+    assert ("SEIZURES", ("HP:0001250",)) in found
+    assert ("epileptic seizures", ("HP:0001250",)) in found
+    # The longest match wins: "Breast cancers" is breast cancer, not cancer.
+    assert ("Breast cancers", ("DOID:1612",)) in found
+    assert not any(ids == ("DOID:162",) for _, ids in found)
+    assert ("metformin", ("DRUGBANK:DB00331",)) in found
+    mentions = linker.link_text(text)
+    for m in mentions:
+        assert text[m.start : m.end] == m.text and m.method == "lexicon"
+
+
+def test_local_abbreviation_overrides_the_global_meaning(linked_store: BaseGraphStore) -> None:
+    nlp = build_pipeline()
+    linker = EntityLinker(nlp, Lexicon.build(linked_store, nlp))
+    defined = linker.link_text("Patients with coronary artery disease (CAD) were followed. CAD progressed in 3.")
+    cad = [m for m in defined if m.text == "CAD"]
+    assert len(cad) == 2 and all(m.ids == ("DOID:3393",) and m.method == "abbreviation" for m in cad)
+    assert [m.sentence for m in cad] == [0, 1]
+    plain = linker.link_text("The CAD gene was sequenced; cad is not matched in lower case.")
+    assert [(m.text, m.ids) for m in plain] == [("CAD", ("NCBIGene:790",))]
+
+
+def test_vector_index_links_near_misses_and_held_out_synonyms(
+    linked_store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    nlp = build_pipeline()
+    index = EntityIndex(tmp_path / "indexes", text_embedder)
+    index.update(linked_store, progress=False)
+    assert "PMID:1" not in index.index  # documents and passages are not entities to link to
+    held = {("HP:0001658", "Heart attack")}
+    lexicon = Lexicon.build(linked_store, nlp, held_out=held)
+    assert lexicon.key("heart attack") not in lexicon.synonyms
+    no_vectors = EntityLinker(nlp, lexicon)
+    assert no_vectors.link_query("heart attack") == []
+    linker = EntityLinker(nlp, lexicon, index, threshold=0.75, query_threshold=0.6)
+    found = linker.link_query("heart attack")
+    assert [(m.ids, m.method) for m in found] == [(("HP:0001658",), "vector")]
+    assert 0.6 <= found[0].score <= 1.0
+    # In a question, lexicon hits stay and the uncovered words go to the index.
+    mixed = linker.link_query("Does metformin help with excess body fat?")
+    assert {m.ids[0] for m in mixed} >= {"DRUGBANK:DB00331", "HP:0001513"}
+    # An unmatched long form of a local abbreviation is looked up by meaning in documents too.
+    doc_mentions = linker.link_text("We measured excess body fat (EBF) in 40 patients. EBF fell.")
+    ebf = [m for m in doc_mentions if m.text == "EBF"]
+    assert len(ebf) == 2 and all(m.ids == ("HP:0001513",) for m in ebf)
+    assert [m.method for m in doc_mentions if m.text == "excess body fat"] == ["vector"]
+    # Nonsense stays unlinked.
+    assert linker.link_query("quarterly tax filing deadline") == []
+
+
+def test_lexicon_skips_excluded_sources(linked_store: BaseGraphStore) -> None:
+    nlp = build_pipeline()
+    lexicon = Lexicon.build(linked_store, nlp, exclude_sources={"hpo"})
+    assert lexicon.ids_for(lexicon.key("Marfan syndrome")) == ("DOID:14323",)

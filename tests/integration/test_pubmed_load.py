@@ -1,0 +1,150 @@
+"""PubMed records into the graph and the passage indexes, on both backends; the real shared files
+on the embedded store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingest.pubmed.load import PubmedLoader
+from ingest.pubmed.model import Article, Deletion, MeshHeading, Section
+from ingest.pubmed.readers import expand_paths, iter_records
+from kg.graph.base import BaseGraphStore
+from kg.linker import EntityLinker, Lexicon
+from kg.model import CO_MENTIONED, HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, Entity
+from kg.nlp import build_pipeline
+from kg.text_index import TextIndex
+from tests.conftest import open_ladybug, shared
+
+ONTOLOGY = [
+    Entity(id="DOID:14323", name="Marfan syndrome", category="Disease"),
+    Entity(id="HP:0002616", name="Aortic root aneurysm", category="Phenotype", synonyms=["aortic root dilatation"]),
+    Entity(id="HP:0001083", name="Ectopia lentis", category="Phenotype", synonyms=["lens dislocation"]),
+    Entity(id="DRUGBANK:DB00335", name="Atenolol", category="Drug"),
+    Entity(id="DOID:162", name="cancer", category="Disease"),
+]
+
+
+def marfan(pmid: str = "100", abstract: str | None = None, **extra) -> Article:
+    return Article(
+        pmid=pmid,
+        title="Atenolol in Marfan syndrome.",
+        sections=[
+            Section(
+                label="BACKGROUND", text="Marfan syndrome (MFS) causes aortic root dilatation and lens dislocation."
+            ),
+            Section(label="RESULTS", text=abstract or "In MFS, atenolol slowed aortic root dilatation."),
+        ],
+        journal="N Engl J Med",
+        year=2014,
+        mesh=[MeshHeading(ui="D008382", name="Marfan Syndrome", major=True, qualifiers=["drug therapy"])],
+        doi="10.1056/x",
+        **extra,
+    )
+
+
+def loader_for(store: BaseGraphStore, tmp_path: Path, embedder, **kw) -> PubmedLoader:
+    nlp = build_pipeline()
+    return PubmedLoader(
+        store, TextIndex(tmp_path / "idx", embedder), nlp, EntityLinker(nlp, Lexicon.build(store, nlp)), **kw
+    )
+
+
+def test_article_becomes_document_passages_mentions_and_co_mentions(
+    store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    store.upsert_entities(ONTOLOGY)
+    loader = loader_for(store, tmp_path, text_embedder, progress=False)
+    report = loader.load([marfan()])
+    assert report.read["articles read"] == 1 and report.problem_count == 0
+
+    doc = store.get_entity("PMID:100")
+    assert doc.category == "Document" and doc.name == "Atenolol in Marfan syndrome."
+    assert "N Engl J Med. 2014. doi:10.1056/x" in doc.description
+    passages = [n.entity for n in store.neighbours("PMID:100", rel_types=[HAS_PASSAGE], direction="out")]
+    assert [p.id for p in passages] == ["PMID:100#s0"]  # short abstract: one passage
+    assert passages[0].description.startswith("Atenolol in Marfan syndrome.\nBACKGROUND: Marfan syndrome (MFS)")
+    mesh = store.neighbours("PMID:100", rel_types=[HAS_MESH_TERM], direction="out")
+    assert [(n.entity.id, n.relation.evidence["major"]) for n in mesh] == [("MESH:D008382", True)]
+
+    mentions = {n.entity.id: n.relation for n in store.neighbours("PMID:100#s0", rel_types=[MENTIONS])}
+    assert set(mentions) == {"DOID:14323", "HP:0002616", "HP:0001083", "DRUGBANK:DB00335"}
+    text = passages[0].description
+    for entity_id, rel in mentions.items():
+        for start, end in rel.evidence["spans"]:
+            assert text[start:end].lower() in {"marfan syndrome", "mfs", "aortic root dilatation",
+                                               "lens dislocation", "atenolol"}, entity_id  # fmt: skip
+    assert len(mentions["DOID:14323"].evidence["spans"]) == 4  # title, long form, and MFS twice
+    # Sentences: 0 title, 1 background, 2 results. Atenolol + Marfan co-occur in s0 and s2 (via "MFS").
+    co = store.relations(subject="DOID:14323", object="DRUGBANK:DB00335", type=CO_MENTIONED)
+    co += store.relations(subject="DRUGBANK:DB00335", object="DOID:14323", type=CO_MENTIONED)
+    assert [(r.evidence["count"], r.evidence["sentences"]) for r in co] == [(2, ["PMID:100#s0", "PMID:100#s2"])]
+
+    # Re-loading adds nothing; another article adds to the co-mention count.
+    again = loader.load([marfan()])
+    assert again.read["articles unchanged"] == 1 and again.relations.added == 0
+    loader.load([marfan(pmid="101")])
+    co = store.current_relations(co)
+    assert [r.evidence["count"] for r in co.values()] == [4]
+    assert loader.text_index.search("atenolol marfan aortic root", k=2)[0].doc_id in {"PMID:100", "PMID:101"}
+
+
+def test_changed_deleted_and_retracted_records(store: BaseGraphStore, tmp_path: Path, text_embedder) -> None:
+    store.upsert_entities(ONTOLOGY)
+    loader = loader_for(store, tmp_path, text_embedder, progress=False, max_words=12)
+    long_results = "Cancer was rare. " + "Atenolol slowed aortic root dilatation in MFS. " * 3
+    loader.load([marfan(abstract=long_results), marfan(pmid="200")])
+    before = loader.text_index.document_passages("PMID:100")
+    assert len(before) > 2
+
+    # The corrected abstract is shorter: passages that no longer exist are retired, not deleted.
+    loader.load([marfan()])
+    after = loader.text_index.document_passages("PMID:100")
+    assert set(after) < set(before)
+    gone = sorted(set(before) - set(after))
+    retired = store.get_entity(gone[0])
+    assert retired.obsolete
+    assert store.neighbours(gone[0], rel_types=[MENTIONS]) == []
+    assert any(r.valid_to for r in store.relations(subject=gone[0], type=MENTIONS))
+    # "cancer" was only in the old text: its co-mentions ended with the retired passage.
+    assert [r for r in store.relations(subject="DOID:162", include_invalid=False) if r.type == CO_MENTIONED] == []
+
+    # A DeleteCitation retires the document; a retraction notice flags the retracted paper.
+    report = loader.load([Deletion(pmids=["100"]), marfan(pmid="300", retraction_of=["200"])])
+    assert report.read["documents deleted"] == 1
+    assert store.get_entity("PMID:100").obsolete
+    assert loader.text_index.document_passages("PMID:100") == []
+    assert all(h.doc_id != "PMID:100" for h in loader.text_index.search("marfan atenolol", k=10, floor=-1))
+    assert store.get_entity("PMID:200").description.startswith("RETRACTED.")
+    hits = loader.text_index.search("marfan atenolol", k=10, floor=-1)
+    assert {h.doc_id: h.retracted for h in hits} == {"PMID:200": True, "PMID:300": False}
+
+
+@pytest.mark.slow
+def test_every_shared_pubmed_file_loads(tmp_path: Path, text_embedder) -> None:
+    data = shared("pubmed_xml")
+    qa = shared("pubmedqa", "pqal_dev.json")
+    store = open_ladybug(tmp_path)
+    try:
+        store.upsert_entities(ONTOLOGY)
+        loader = loader_for(store, tmp_path, text_embedder, progress=False)
+        xml = [p for p in expand_paths([data]) if p.suffix == ".xml"]
+        report = loader.load(iter_records(xml))
+        # 467 distinct PMIDs; the only problems are the E-utilities files that are not article sets.
+        assert report.problem_count == 4 and all("not PubMed records" in p.message for p in report.problems)
+        assert store.stats().categories["Document"] == 467
+        index = loader.text_index
+        docs = [e.id for e in store.scan_entities(limit=100_000) if e.category == "Document"]
+        first = index.get([f"{d}#s0" for d in docs])
+        # title and abstract are joined by a line break, so a first passage holding one has an abstract
+        with_abstract = sum(1 for d in docs if len(index.document_passages(d)) > 1 or "\n" in first[f"{d}#s0"].text)
+        assert 380 <= with_abstract <= 420
+        qa_report = loader.load(iter_records([qa]))
+        assert qa_report.read["articles read"] == 200 and qa_report.problem_count == 0
+        assert loader.text_index.document_count() == 667
+        rerun = loader.load(iter_records([*xml, qa]))
+        assert rerun.entities.added == rerun.relations.added == 0
+        assert rerun.read["articles unchanged"] == 667
+    finally:
+        store.close()
