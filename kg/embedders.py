@@ -80,6 +80,9 @@ class TextEmbedder:
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()  # "Loading weights" bars are noise in CLI output and logs
 
                 try:
                     model = SentenceTransformer(path, device=self.device, local_files_only=offline)

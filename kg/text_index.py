@@ -264,7 +264,8 @@ class TextIndex:
         """Persist the vectors and rebuild BM25 if the corpus changed (also after a crash: the
         table's stamp is compared with the one the BM25 files were built from)."""
         with self._lock:
-            self.vectors.save()
+            if self._vectors is not None:  # untouched vectors need no save (nor the model loaded)
+                self._vectors.save()
             if self._dirty or self._bm25_stamp() != self._table_stamp():
                 self._build_bm25()
             self._dirty = False
@@ -338,6 +339,8 @@ class TextIndex:
         only passages whose cosine to the query is at least ``floor``."""
         if k <= 0:
             raise ValueError("k must be positive")
+        if not len(self):
+            return []
         n = max(candidates, k)
         vector = self.embedder.encode([query])[0] if mode != "bm25" else None
         dense = self.dense_search(query, n, vector) if mode != "bm25" else []

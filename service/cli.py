@@ -80,7 +80,7 @@ def similar(
 @app.command()
 def search(
     query: str,
-    k: Annotated[int, typer.Option(help="How many passages.")] = 10,
+    k: Annotated[int, typer.Option("-k", "--k", min=1, help="How many passages.")] = 10,
     mode: Annotated[str, typer.Option(help="hybrid (BM25 + dense, RRF), bm25 or dense.")] = "hybrid",
     as_json: JsonOpt = False,
 ) -> None:
