@@ -148,3 +148,35 @@ def test_every_shared_pubmed_file_loads(tmp_path: Path, text_embedder) -> None:
         assert rerun.read["articles unchanged"] == 667
     finally:
         store.close()
+
+
+def test_llm_triples_are_extracted_per_passage_through_the_container(tmp_path: Path) -> None:
+    """`medkg ingest pubmed --extract`: each passage goes to the configured LLM and its triples are
+    merged; a passage whose reply is malformed is reported and the load goes on."""
+    from kg.settings import load_settings
+    from service.container import Container
+    from tests.llm_server import FakeLLMServer
+
+    reply = {
+        "entities": [
+            {"name": "Atenolol", "type": "Drug", "description": "A beta blocker.", "id": None},
+            {"name": "Marfan syndrome", "type": "Disease", "description": "A connective tissue disorder.", "id": None},
+        ],
+        "relations": [
+            {"subject": "Atenolol", "type": "TREATS", "object": "Marfan syndrome", "negated": False, "confidence": 0.8}
+        ],
+    }
+    with FakeLLMServer() as llm:
+        llm.enqueue(reply, '{"entities": [')  # the second passage gets a broken reply
+        settings = load_settings(
+            data_dir=tmp_path, llm_base_url=llm.base_url, llm_model="fake-model", ladybug_buffer_pool_mb=256
+        )
+        with Container(settings) as c:
+            c.graph.upsert_entities(ONTOLOGY)
+            loader = PubmedLoader(c.graph, c.text_index, c.nlp, None, extract=c.triple_merger(), progress=False)
+            report = loader.load([marfan(pmid="100"), marfan(pmid="101")])
+            assert report.read["passages sent to the LLM"] == 1
+            assert report.problem_count == 1 and "PMID:101#s0" in report.problems[0].message
+            treats = c.graph.relations(subject="DRUGBANK:DB00335", object="DOID:14323", type="TREATS")
+            assert [(r.source, r.evidence["passages"]) for r in treats] == [("llm-extraction", ["PMID:100#s0"])]
+        assert "Atenolol in Marfan syndrome." in llm.requests[0].messages[-1]["content"]
