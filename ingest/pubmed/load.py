@@ -13,10 +13,11 @@ entities, and write
 * the passages into the dense and BM25 indexes, and the citation record.
 
 Unchanged articles are skipped by a content fingerprint (kept with the citation record, written
-after the batch's graph and index writes), so re-running a load adds nothing and an interrupted load
-resumes where it stopped. A changed article replaces its passages: those that no longer exist are
-retired (marked obsolete, their edges invalidated, removed from the indexes). A ``DeleteCitation``
-does the same for the whole document; a retraction flags the document and its passages.
+after the graph writes are checkpointed and the indexes saved, every ``checkpoint_every`` articles),
+so re-running a load adds nothing and an interrupted load resumes from its last checkpoint. A
+changed article replaces its passages: those that no longer exist are retired (marked obsolete,
+their edges invalidated, removed from the indexes). A ``DeleteCitation`` does the same for the whole
+document; a retraction flags the document and its passages.
 """
 
 from __future__ import annotations
@@ -122,7 +123,10 @@ class PubmedLoader:
                 self._commit(pending_docs, report)
                 since_commit = 0
 
-        with tqdm(desc=f"ingest {source}", unit=" records", disable=not self.progress, mininterval=0.5) as bar:
+        with (
+            self.store.bulk(),
+            tqdm(desc=f"ingest {source}", unit=" records", disable=not self.progress, mininterval=0.5) as bar,
+        ):
             for record in records:
                 bar.update(1)
                 if isinstance(record, Problem):
@@ -136,14 +140,15 @@ class PubmedLoader:
                     if len(batch) >= self.batch_size:
                         flush()
             flush()
-        self._commit(pending_docs, report)
+            self._commit(pending_docs, report)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
     def _commit(self, pending: list[DocumentRecord], report: IngestReport) -> None:
         t0 = time.perf_counter()
+        self.store.checkpoint()  # graph writes durable (Ladybug's bulk mode), then the indexes,
         self.text_index.commit()
-        self.text_index.put_documents(pending)  # last: a crash before this re-does the batch
+        self.text_index.put_documents(pending)  # then the fingerprints: a crash before this re-does the batch
         pending.clear()
         report.timed("index commit", time.perf_counter() - t0)
 

@@ -328,6 +328,15 @@ class BaseGraphStore(ABC):
         self._batch_depth = 0
         self._commit()
 
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """A long load: the adapter may defer durability work to :meth:`checkpoint` and the end of the
+        block (Ladybug does; a server database needs nothing)."""
+        yield
+
+    def checkpoint(self) -> None:  # noqa: B027 - optional hook: a server database has nothing to do
+        """Make everything written so far durable (inside :meth:`bulk`)."""
+
     def __enter__(self) -> BaseGraphStore:
         return self
 

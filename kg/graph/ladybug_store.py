@@ -8,7 +8,8 @@ stored first, not from per-row MERGE, which Ladybug runs two orders of magnitude
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,7 @@ class LadybugGraphStore(BaseGraphStore):
         read_only: bool = False,
     ) -> None:
         super().__init__(batch_size=batch_size)
+        self.read_only = read_only
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db: ladybug.Database | None = None
@@ -123,6 +125,34 @@ class LadybugGraphStore(BaseGraphStore):
 
     def _commit(self) -> None:
         self._run("COMMIT")
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """A long load on this thread's connection. Ladybug writes ``COPY`` data straight to its files
+        and checkpoints at every commit that copied rows, 0.4-0.7 s per commit once HPO is in the
+        graph (566k edges) whatever the commit's size: a third of the abstract loader's time. Inside
+        ``bulk()`` automatic checkpoints are off; :meth:`checkpoint` (the caller's resume points) and
+        the end of the block make the copies durable. A crash in between loses the copies since the
+        last checkpoint but leaves a consistent database, so the caller must record progress only
+        after a checkpoint (the abstract loader does)."""
+        if self.read_only or getattr(self._local, "bulk", False):
+            yield
+            return
+        self._conn.execute("CALL auto_checkpoint=false")
+        self._local.bulk = True
+        try:
+            yield
+        finally:
+            self._local.bulk = False
+            try:
+                self.checkpoint()
+            finally:
+                self._conn.execute("CALL auto_checkpoint=true")
+
+    def checkpoint(self) -> None:
+        """Fold everything committed into the database files."""
+        if not self.read_only and not self._batch_depth:
+            self._run("CHECKPOINT")
 
     def _rollback(self) -> None:
         # A failed statement may already have ended the transaction; the original error matters.

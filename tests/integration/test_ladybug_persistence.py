@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from kg.graph.ladybug_store import LadybugGraphStore
 from kg.model import Entity, Relation
 from tests.conftest import open_ladybug
 
@@ -55,3 +56,67 @@ def test_threads_use_their_own_connections_and_transactions(tmp_path: Path) -> N
     finally:
         store.close()
     store.close()  # closing twice is harmless
+
+
+def _crash_after(tmp_path: Path, body: str) -> None:
+    """Run ``body`` with a store ``s`` in a child process that exits without closing anything."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = (
+        textwrap.dedent(
+            f"""
+        import os
+        from kg.graph.ladybug_store import LadybugGraphStore
+        from kg.model import Entity, Relation
+        s = LadybugGraphStore({str(tmp_path / "g.lbug")!r}, buffer_pool_mb=256, max_db_size_gb=2)
+        def terms(a, b):
+            return [Entity(id=f"HP:{{i:07d}}", name=f"term {{i}}") for i in range(a, b)]
+        """
+        )
+        + textwrap.dedent(body)
+        + "\nos._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(__file__).resolve().parents[2])
+
+
+def _counts(tmp_path: Path) -> tuple[int, int]:
+    store = LadybugGraphStore(tmp_path / "g.lbug", buffer_pool_mb=256, max_db_size_gb=2)
+    try:
+        stats = store.stats()
+        return stats.entities, stats.relations
+    finally:
+        store.close()
+
+
+def test_commits_survive_a_crash(tmp_path: Path) -> None:
+    _crash_after(
+        tmp_path,
+        """
+        s.upsert_entities(terms(1, 201))
+        s.upsert_relations([Relation(subject=f"HP:{i:07d}", type="IS_A", object="HP:0000001") for i in range(2, 201)])
+        """,
+    )
+    assert _counts(tmp_path) == (200, 199)
+
+
+def test_bulk_loads_are_durable_at_checkpoints(tmp_path: Path) -> None:
+    """Inside bulk(), copies become durable at checkpoint(); a crash loses only what came after the
+    last one, and leaves a database that opens and answers."""
+    _crash_after(
+        tmp_path,
+        """
+        with s.bulk():
+            s.upsert_entities(terms(1, 101))
+            s.checkpoint()
+            s.upsert_entities(terms(101, 201))
+            os._exit(0)
+        """,
+    )
+    assert _counts(tmp_path) == (100, 0)
+    store = LadybugGraphStore(tmp_path / "g.lbug", buffer_pool_mb=256, max_db_size_gb=2)
+    with store.bulk():
+        store.upsert_entities([Entity(id=f"HP:{i:07d}", name=f"term {i}") for i in range(101, 201)])
+    store.close()  # the end of bulk() is a checkpoint
+    assert _counts(tmp_path) == (200, 0)

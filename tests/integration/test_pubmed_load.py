@@ -180,3 +180,31 @@ def test_llm_triples_are_extracted_per_passage_through_the_container(tmp_path: P
             treats = c.graph.relations(subject="DRUGBANK:DB00335", object="DOID:14323", type="TREATS")
             assert [(r.source, r.evidence["passages"]) for r in treats] == [("llm-extraction", ["PMID:100#s0"])]
         assert "Atenolol in Marfan syndrome." in llm.requests[0].messages[-1]["content"]
+
+
+def test_an_interrupted_load_resumes_from_its_last_checkpoint(
+    store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    store.upsert_entities(ONTOLOGY)
+    articles = [marfan(pmid=str(500 + i)) for i in range(12)]
+
+    def interrupted():
+        for i, article in enumerate(articles):
+            if i == 11:
+                raise KeyboardInterrupt  # Ctrl-C after 11 records: batches of 2, checkpoints every 4
+            yield article
+
+    loader = loader_for(store, tmp_path, text_embedder, progress=False, batch_size=2, checkpoint_every=4)
+    with pytest.raises(KeyboardInterrupt):
+        loader.load(interrupted())
+    done = loader.text_index.document_count()
+    assert done == 8  # what reached a checkpoint; the rest is redone on the next run
+    resumed = loader_for(store, tmp_path, text_embedder, progress=False).load(articles)
+    assert resumed.read["articles unchanged"] == 8
+    assert loader.text_index.document_count() == 12
+    assert store.stats().categories["Document"] == 12
+    co = store.relations(subject="DOID:14323", object="DRUGBANK:DB00335", type=CO_MENTIONED)
+    co += store.relations(subject="DRUGBANK:DB00335", object="DOID:14323", type=CO_MENTIONED)
+    # Articles 9 and 10 reached the graph before the interruption but not a checkpoint; loading them
+    # again does not count their co-mentions twice.
+    assert [r.evidence["count"] for r in co if r.valid_to is None] == [24]
