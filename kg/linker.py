@@ -185,7 +185,8 @@ class EntityLinker:
             return mentions
         covered = {t for m in mentions for t in range(m.start, m.end)}
         chunks = [c for c in _content_chunks(doc) if not covered & set(range(c.start_char, c.end_char))]
-        if len(doc) <= 8 and not mentions:
+        whole = any(m.start <= doc[0].idx and m.end >= len(doc.text.rstrip()) for m in mentions) if len(doc) else True
+        if len(doc) <= 8 and not whole:  # a short question may name one concept the lexicon lacks
             chunks.insert(0, doc[:])
         if not chunks:
             return mentions
