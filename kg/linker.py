@@ -168,7 +168,8 @@ class EntityLinker:
             hits = self._nearest([span.text for _, span, _ in pending])
             for (i, span, method), hit in zip(pending, hits, strict=True):
                 if hit and hit[1] >= self.threshold:
-                    results[i].extend(self._expand_short_forms(docs[i], span, (hit[0],), "vector", hit[1], method))
+                    found_by = "ner" if method == "ner" else "vector"
+                    results[i].extend(self._expand_short_forms(docs[i], span, (hit[0],), found_by, hit[1], method))
         for mentions in results:
             mentions.sort(key=lambda m: (m.start, -m.end))
         return results

@@ -99,3 +99,25 @@ def test_lexicon_skips_excluded_sources(linked_store: BaseGraphStore) -> None:
     nlp = build_pipeline()
     lexicon = Lexicon.build(linked_store, nlp, exclude_sources={"hpo"})
     assert lexicon.ids_for(lexicon.key("Marfan syndrome")) == ("DOID:14323",)
+
+
+def test_a_configured_ner_model_has_its_spans_linked(
+    linked_store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    """MEDKG_NER_MODEL loads an installed spaCy pipeline (scispacy's en_core_sci_* in production;
+    here one the test builds and saves: an entity ruler that marks a phrase no lexicon term covers)."""
+    import spacy
+
+    ner = spacy.blank("en")
+    ner.add_pipe("entity_ruler").add_patterns([{"label": "ENTITY", "pattern": "excess body fat"}])
+    ner.to_disk(tmp_path / "ner-model")
+    nlp = build_pipeline(ner_model=str(tmp_path / "ner-model"))
+    assert "entity_ruler" in nlp.pipe_names and "abbreviation_detector" in nlp.pipe_names
+    index = EntityIndex(tmp_path / "indexes", text_embedder)
+    index.update(linked_store, progress=False)
+    linker = EntityLinker(nlp, Lexicon.build(linked_store, nlp), index, threshold=0.75)
+    found = linker.link_text("Metformin lowered excess body fat in the trial.")
+    assert ("excess body fat", ("HP:0001513",), "ner") in {(m.text, m.ids, m.method) for m in found}
+    assert ("Metformin", ("DRUGBANK:DB00331",), "lexicon") in {(m.text, m.ids, m.method) for m in found}
+    with pytest.raises(ValueError, match="cannot load the NER model"):
+        build_pipeline(ner_model=str(tmp_path / "missing-model"))
