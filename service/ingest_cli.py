@@ -129,6 +129,9 @@ def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract
     )
     report = loader.load(records, source=source)
     render(report)
+    if extract:  # entities the LLM added become linkable by meaning
+        result = c.entity_index.update(c.graph, progress=progress)
+        out.print(f"entity index: {result.embedded:,} embedded, {result.total:,} in the index", highlight=False)
     out.print(
         f"text index: {c.text_index.document_count():,} documents, {len(c.text_index):,} passages",
         highlight=False,
