@@ -161,17 +161,19 @@ class PubmedLoader:
         ids = [f"PMID:{a.pmid}" for a in unique]
         known = self.text_index.get_documents(ids)
         in_graph = self.store.existing(ids)
+        # A PMID withdrawn by a DeleteCitation stays withdrawn (its graph node keeps `obsolete`).
+        deleted = [a for a in unique if (doc := known.get(f"PMID:{a.pmid}")) is not None and doc.deleted]
+        if deleted:
+            report.note("articles withdrawn earlier by a DeleteCitation (not loaded again)", len(deleted))
         todo = [
             a
             for a in unique
             if not (
                 (doc := known.get(f"PMID:{a.pmid}")) is not None
-                and doc.fingerprint == prints[a.pmid]
-                and not doc.deleted
-                and f"PMID:{a.pmid}" in in_graph
+                and (doc.deleted or (doc.fingerprint == prints[a.pmid] and f"PMID:{a.pmid}" in in_graph))
             )
         ]
-        report.count("articles unchanged", len(unique) - len(todo))
+        report.count("articles unchanged", len(unique) - len(todo) - len(deleted))
         if not todo:
             return []
         t0 = time.perf_counter()

@@ -117,6 +117,9 @@ def test_changed_deleted_and_retracted_records(store: BaseGraphStore, tmp_path: 
     assert loader.text_index.document_passages("PMID:100") == []
     assert all(h.doc_id != "PMID:100" for h in loader.text_index.search("marfan atenolol", k=10, floor=-1))
     assert store.get_entity("PMID:200").description.startswith("RETRACTED.")
+    withdrawn = loader.load([marfan(pmid="100")])  # a withdrawn PMID in a later file stays withdrawn
+    assert withdrawn.notes == {"articles withdrawn earlier by a DeleteCitation (not loaded again)": 1}
+    assert loader.text_index.document_passages("PMID:100") == [] and store.get_entity("PMID:100").obsolete
     hits = loader.text_index.search("marfan atenolol", k=10, floor=-1)
     assert {h.doc_id: h.retracted for h in hits} == {"PMID:200": True, "PMID:300": False}
 
