@@ -45,6 +45,7 @@ CREATE TABLE IF NOT EXISTS passages (
     retracted INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS passages_doc ON passages(doc_id);
+CREATE TABLE IF NOT EXISTS retractions (doc_id TEXT PRIMARY KEY, notice TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL,
@@ -190,6 +191,25 @@ class TextIndex:
                     ).rowcount
             self._db.commit()
         return n
+
+    def record_retractions(self, doc_ids: Iterable[str], notice: str) -> None:
+        """Remember that ``notice`` retracts these documents, loaded yet or not."""
+        with self._lock:
+            self._db.executemany("INSERT OR IGNORE INTO retractions VALUES (?, ?)", [(d, notice) for d in doc_ids])
+            self._db.commit()
+
+    def retracted(self, doc_ids: Iterable[str]) -> set[str]:
+        """The documents among ``doc_ids`` that some loaded notice retracts."""
+        ids = list(dict.fromkeys(doc_ids))
+        found: set[str] = set()
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                found |= {
+                    r[0] for r in self._db.execute(f"SELECT doc_id FROM retractions WHERE doc_id IN ({marks})", chunk)
+                }
+        return found
 
     def document_count(self) -> int:
         with self._lock:

@@ -176,6 +176,9 @@ class PubmedLoader:
         report.count("articles unchanged", len(unique) - len(todo) - len(deleted))
         if not todo:
             return []
+        # A retraction notice may have arrived before the paper it retracts.
+        flagged = self.text_index.retracted(f"PMID:{a.pmid}" for a in todo if not a.retracted)
+        todo = [a.model_copy(update={"retracted": True}) if f"PMID:{a.pmid}" in flagged else a for a in todo]
         t0 = time.perf_counter()
         texts = [article_text(a) for a in todo]
         docs = list(self.nlp.pipe(texts, batch_size=64))
@@ -197,7 +200,9 @@ class PubmedLoader:
         report.timed("embeddings", time.perf_counter() - t0)
         for item in prepared:
             if item.article.retraction_of:
-                self._flag_retracted([f"PMID:{p}" for p in item.article.retraction_of], report)
+                retracted = [f"PMID:{p}" for p in item.article.retraction_of]
+                self.text_index.record_retractions(retracted, item.text.doc_id)
+                self._flag_retracted(retracted, report)
         if self.extract is not None:
             self._extract(prepared, report)
         return [self._document_record(p) for p in prepared]

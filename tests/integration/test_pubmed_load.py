@@ -123,6 +123,12 @@ def test_changed_deleted_and_retracted_records(store: BaseGraphStore, tmp_path: 
     hits = loader.text_index.search("marfan atenolol", k=10, floor=-1)
     assert {h.doc_id: h.retracted for h in hits} == {"PMID:200": True, "PMID:300": False}
 
+    # A notice that arrives before the paper it retracts flags the paper when it comes.
+    loader.load([marfan(pmid="301", retraction_of=["400"])])
+    loader.load([marfan(pmid="400")])
+    assert store.get_entity("PMID:400").description.startswith("RETRACTED.")
+    assert loader.text_index.get_documents(["PMID:400"])["PMID:400"].retracted
+
 
 @pytest.mark.slow
 def test_every_shared_pubmed_file_loads(tmp_path: Path, text_embedder) -> None:
