@@ -106,6 +106,51 @@ def search(
 
 
 @app.command()
+def differential(
+    terms: Annotated[list[str], typer.Argument(help="Observed HPO terms, e.g. HP:0001250 HP:0000252.")],
+    exclude: Annotated[
+        list[str] | None, typer.Option("--exclude", help="An HPO term the patient does not have.")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top", min=1, max=500, help="How many diseases.")] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms, with matched phenotypes, genes and PMIDs."""
+    from kg.curie import normalize_curie
+
+    with container() as c:
+        observed = [normalize_curie(t) for t in terms]
+        excluded = [normalize_curie(t) for t in exclude or []]
+        index = c.phenotype_index
+        known, unknown = index.known(observed)
+        if not known:
+            raise fail(f"none of the terms is an HPO term in the graph: {', '.join(observed)} (run `medkg ingest hpo`)")
+        ranked = index.rank(known, excluded, top_k=top_k)
+        names = c.graph.get_entities([r.disease for r in ranked] + known)
+    data = {
+        "observed": known,
+        "unknown_terms": unknown,
+        "excluded": excluded,
+        "diseases": [{**r.__dict__, "name": names[r.disease].name if r.disease in names else None} for r in ranked],
+    }
+
+    def render(d: dict[str, Any]) -> None:
+        if d["unknown_terms"]:
+            err.print(f"not in the graph, ignored: {', '.join(d['unknown_terms'])}")
+        for i, row in enumerate(d["diseases"], 1):
+            genes = ", ".join(row["genes"][:5]) or "-"
+            out.print(f"[bold]{i}. {row['name']}[/] ({row['disease']})  score {row['score']}  genes: {genes}")
+            for q, t, s in row["matches"]:
+                label = names[q].name if q in names else q
+                out.print(f"   {label} ({q}) ~ {t}  [{s}]", highlight=False)
+            for reason in row["contradictions"][:3]:
+                out.print(f"   [yellow]{reason}[/]", highlight=False)
+            if row["pmids"]:
+                out.print(f"   PMIDs: {', '.join(row['pmids'][:6])}", highlight=False)
+
+    emit(data, as_json, render)
+
+
+@app.command()
 def stats(as_json: JsonOpt = False) -> None:
     """Entity and relation counts of the configured graph store."""
     with container() as c:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from spacy.language import Language
 
+from kg.differential import PhenotypeIndex
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
@@ -86,6 +87,28 @@ class Container:
             threshold=self.settings.link_threshold,
             query_threshold=self.settings.link_query_threshold,
         )
+
+    @cached_property
+    def phenotype_index(self) -> PhenotypeIndex:
+        """Built from the graph's HPO annotations (~30 s for all of HPO) and cached in the data dir
+        until the graph's counts change."""
+        import pickle
+
+        stats = self.graph.stats()
+        stamp = f"{stats.backend}:{stats.entities}:{stats.relations}:{stats.invalidated_relations}"
+        path = self.settings.data_dir / "indexes" / "phenotypes.pkl"
+        if path.exists():
+            with path.open("rb") as f:
+                cached = pickle.load(f)
+            if cached.get("stamp") == stamp:
+                return cached["index"]
+        index = PhenotypeIndex.from_graph(self.graph)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("wb") as f:
+            pickle.dump({"stamp": stamp, "index": index}, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)
+        return index
 
     def triple_merger(self) -> Callable[[str, str], MergeResult]:
         """LLM triple extraction of one passage merged into the graph (needs MEDKG_LLM_BASE_URL)."""

@@ -452,6 +452,14 @@ class BaseGraphStore(ABC):
         return ended
 
     # ---- reads -------------------------------------------------------------------------------
+    def edge_rows(
+        self, ids: Sequence[str], rel_types: Sequence[str], direction: Direction = "out", chunk: int = 900
+    ) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+        """``(from id, relation row, neighbour row)`` of the current edges of many nodes, as plain
+        rows (no model objects): for bulk analytics such as the phenotype index."""
+        for part in _chunks(sorted(set(ids)), chunk):
+            yield from self._expand(part, rel_types, direction, False, 100_000_000)
+
     def current_relations(self, relations: Iterable[Relation]) -> dict[str, Relation]:
         """The stored current edge of each key among ``relations`` (for merging evidence)."""
         items = list({r.key: r for r in relations}.values())

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import Settings
-from service.api.routes import graph, text
+from service.api.routes import differential, graph, text
 from service.container import Container
 
 
@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     )
     app.include_router(graph.router)
     app.include_router(text.router)
+    app.include_router(differential.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:

@@ -1,0 +1,85 @@
+"""Phenotype-driven differential diagnosis over HTTP."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException
+from pydantic import BaseModel, Field, field_validator
+
+from kg.curie import normalize_curie
+from service.api.deps import get_container
+from service.container import Container
+
+router = APIRouter(prefix="/v1", tags=["differential"])
+Deps = Annotated[Container, Depends(get_container)]
+
+
+class DifferentialRequest(BaseModel):
+    terms: list[str] = Field(default_factory=list, max_length=200, description="Observed HPO terms.")
+    text: str | None = Field(default=None, max_length=5000, description="Free text, linked to HPO terms.")
+    excluded: list[str] = Field(default_factory=list, max_length=500, description="HPO terms ruled out.")
+    top_k: int = Field(default=10, ge=1, le=500)
+
+    @field_validator("terms", "excluded")
+    @classmethod
+    def _curies(cls, values: list[str]) -> list[str]:
+        return [normalize_curie(v) for v in values]
+
+
+class Match(BaseModel):
+    observed: str
+    disease_term: str
+    similarity: float
+
+
+class DiseaseOut(BaseModel):
+    disease: str
+    name: str | None
+    score: float
+    baseline: float
+    matches: list[Match]
+    contradictions: list[str]
+    genes: list[str]
+    pmids: list[str]
+
+
+class DifferentialResponse(BaseModel):
+    observed: list[str]
+    from_text: list[str]
+    unknown_terms: list[str]
+    excluded: list[str]
+    diseases: list[DiseaseOut]
+
+
+@router.post("/differential", response_model=DifferentialResponse)
+def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
+    from_text: list[str] = []
+    if request.text:
+        mentions = c.linker.link_query(request.text)
+        from_text = list(dict.fromkeys(i for m in mentions for i in m.ids if i.startswith("HP:")))
+    index = c.phenotype_index
+    known, unknown = index.known([*request.terms, *from_text])
+    if not known:
+        raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
+    ranked = index.rank(known, request.excluded, top_k=request.top_k)
+    names = c.graph.get_entities(r.disease for r in ranked)
+    return DifferentialResponse(
+        observed=known,
+        from_text=from_text,
+        unknown_terms=unknown,
+        excluded=request.excluded,
+        diseases=[
+            DiseaseOut(
+                disease=r.disease,
+                name=names[r.disease].name if r.disease in names else None,
+                score=r.score,
+                baseline=r.baseline,
+                matches=[Match(observed=q, disease_term=t, similarity=s) for q, t, s in r.matches],
+                contradictions=r.contradictions,
+                genes=r.genes,
+                pmids=r.pmids,
+            )
+            for r in ranked
+        ],
+    )

@@ -1,0 +1,80 @@
+"""`POST /v1/differential` and `medkg differential` end to end on a real embedded store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kg.model import Entity, Relation
+from kg.settings import load_settings
+from service.api.app import create_app
+from service.container import Container
+from tests.e2e.test_cli import run
+
+TERMS = {"HP:0000001": None, "HP:0000118": "HP:0000001", "HP:0001250": "HP:0000118", "HP:0000252": "HP:0000118"}
+
+
+def build(data_dir: Path) -> Container:
+    c = Container(load_settings(data_dir=data_dir, ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2))
+    c.graph.upsert_entities(
+        [
+            Entity(id="HP:0000001", name="All", category="Phenotype"),
+            Entity(id="HP:0000118", name="Phenotypic abnormality", category="Phenotype"),
+            Entity(id="HP:0001250", name="Seizure", category="Phenotype", synonyms=["Epileptic seizure"]),
+            Entity(id="HP:0000252", name="Microcephaly", category="Phenotype"),
+            Entity(id="OMIM:100001", name="Seizures with microcephaly", category="Disease"),
+            Entity(id="OMIM:100002", name="Isolated microcephaly", category="Disease"),
+        ]
+    )
+    c.graph.upsert_relations(
+        [Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in TERMS.items() if p]
+        + [
+            Relation(subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0001250", evidence={"pmids": ["PMID:1"]}),
+            Relation(subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0000252"),
+            Relation(subject="OMIM:100002", type="HAS_PHENOTYPE", object="HP:0000252"),
+        ]
+    )
+    return c
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(container=build(tmp_path))) as c:
+        yield c
+
+
+def test_differential_over_http(client: TestClient) -> None:
+    r = client.post("/v1/differential", json={"terms": ["HP:0001250", "HP:0000252"], "top_k": 2})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [d["disease"] for d in body["diseases"]] == ["OMIM:100001", "OMIM:100002"]
+    top = body["diseases"][0]
+    assert top["name"] == "Seizures with microcephaly" and top["pmids"] == ["PMID:1"]
+    assert {m["observed"] for m in top["matches"]} == {"HP:0001250", "HP:0000252"}
+    text = client.post("/v1/differential", json={"text": "child with epileptic seizures and microcephaly"}).json()
+    assert set(text["from_text"]) == {"HP:0001250", "HP:0000252"}
+    assert text["diseases"][0]["disease"] == "OMIM:100001"
+    assert client.post("/v1/differential", json={"terms": ["nonsense"]}).status_code == 422
+    assert client.post("/v1/differential", json={"terms": ["HP:9999999"]}).status_code == 422
+    assert (
+        client.post("/v1/differential", content=b"{not json", headers={"content-type": "application/json"}).status_code
+        == 422
+    )
+
+
+def test_differential_cli(tmp_path: Path) -> None:
+    build(tmp_path / "data").close()
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    r = run(["differential", "HP:0001250", "HP:0000252", "--top", "1", "--json"], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert [d["disease"] for d in data["diseases"]] == ["OMIM:100001"]
+    table = run(["differential", "HP:0001250", "--exclude", "HP:0000252"], env, tmp_path)
+    assert table.returncode == 0 and "Seizures with microcephaly" in table.stdout
+    assert (tmp_path / "data" / "indexes" / "phenotypes.pkl").exists()  # cached for the next call
+    bad = run(["differential", "HP:9999999"], env, tmp_path)
+    assert bad.returncode == 2 and "none of the terms" in bad.stderr
