@@ -77,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=SHARED / "pubmedqa" / "pqal_dev.json")
     parser.add_argument("--floor", type=float, default=Settings().search_floor)
     parser.add_argument(
-        "--distractors", type=Path, default=SHARED / "pubmed_xml", help="more abstracts in the corpus ('' for none)"
+        "--distractors", default=str(SHARED / "pubmed_xml"), help="more abstracts in the corpus ('' for none)"
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    distractors = expand_paths([args.distractors]) if str(args.distractors) and args.distractors.exists() else []
+    distractors = expand_paths([args.distractors]) if args.distractors and Path(args.distractors).exists() else []
     if not args.file.exists():
         print(f"{args.file} is absent (../shared/data/pubmedqa)")
         return 2

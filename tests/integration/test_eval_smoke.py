@@ -1,0 +1,47 @@
+"""The evaluation scripts run end to end at CI size on the real shared data (figures in the README
+come from full runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import shared
+
+pytestmark = pytest.mark.slow
+
+
+def test_phenopackets_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval import phenopackets
+
+    path = shared("phenopackets", "dev.jsonl")
+    assert phenopackets.main([str(path), "--limit", "60", "--json", str(tmp_path / "pp.json")]) == 0
+    result = json.loads((tmp_path / "pp.json").read_text())
+    assert result["cases"] == 60 and result["evaluated"] + result["unmapped_disease"] == 60
+    assert 0 <= result["baseline_resnik_bma"]["top1"] <= result["baseline_resnik_bma"]["top10"] <= 1
+    assert result["medkg"]["top10"] >= result["medkg"]["top1"]
+    assert "ranking all diseases: p50" in capsys.readouterr().out
+
+
+def test_linking_eval_on_mesh_indexed_abstracts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval import linking
+
+    data = shared()
+    assert linking.main(["--data", str(data), "--skip-held-out", "--json", str(tmp_path / "l.json")]) == 0
+    mesh = json.loads((tmp_path / "l.json").read_text())["mesh"]
+    assert mesh["articles"] > 300 and 0 < mesh["precision"] <= 1 and 0 < mesh["recall"] <= 1
+    assert "MeSH-indexed abstracts" in capsys.readouterr().out
+
+
+def test_pubmedqa_retrieval_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval import pubmedqa_retrieval
+
+    path = shared("pubmedqa", "pqal_dev.json")
+    argv = [f"--file={path}", "--distractors=", "--json", str(tmp_path / "r.json")]
+    assert pubmedqa_retrieval.main(argv) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert set(result) == {"bm25", "dense", "hybrid", "hybrid, floor 0.25"}
+    assert all(0 <= r["recall@1"] <= r["recall@5"] <= 1 for r in result.values())
+    assert "Recall@1" in capsys.readouterr().out
