@@ -72,6 +72,18 @@ def evaluate(index: PhenotypeIndex, store: BaseGraphStore, path: Path, limit: in
     }
 
 
+def report(result: dict) -> None:
+    print(
+        f"{result['evaluated']} of {result['cases']} cases evaluated; {result['unmapped_disease']} with a disease "
+        "not in the graph"
+    )
+    print(f"{'':<22} {'top-1':>6} {'top-3':>6} {'top-10':>7} {'MRR':>6}")
+    for name in ("baseline_resnik_bma", "medkg"):
+        m = result[name]
+        print(f"{name:<22} {m['top1']:>6.3f} {m['top3']:>6.3f} {m['top10']:>7.3f} {m['mrr']:>6.3f}")
+    print(f"ranking all diseases: p50 {result['latency_ms_p50']} ms, p95 {result['latency_ms_p95']} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, nargs="?", default=SHARED / "phenopackets" / "dev.jsonl")
@@ -98,15 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate(index, store, args.file, args.limit)
         finally:
             store.close()
-    print(
-        f"{result['evaluated']} of {result['cases']} cases evaluated; {result['unmapped_disease']} with a disease "
-        "not in the graph"
-    )
-    print(f"{'':<22} {'top-1':>6} {'top-3':>6} {'top-10':>7} {'MRR':>6}")
-    for name in ("baseline_resnik_bma", "medkg"):
-        m = result[name]
-        print(f"{name:<22} {m['top1']:>6.3f} {m['top3']:>6.3f} {m['top10']:>7.3f} {m['mrr']:>6.3f}")
-    print(f"ranking all diseases: p50 {result['latency_ms_p50']} ms, p95 {result['latency_ms_p95']} ms")
+    report(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0

@@ -318,10 +318,29 @@ def serve(
     uvicorn.run(create_app(settings), host=host or settings.api_host, port=port or settings.api_port, log_level="info")
 
 
+eval_app = typer.Typer(help="Evaluations on the configured store.", no_args_is_help=True)
+
+
+@eval_app.command("phenopackets")
+def eval_phenopackets(
+    file: Annotated[Path, typer.Argument(help="Phenopacket cases, one JSON per line.", exists=True, dir_okay=False)],
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
+) -> None:
+    """Differential diagnosis on published cases: top-1/3/10 and MRR beside Resnik best-match average."""
+    # eval drives the service layer; imported here, when the command runs, not at start-up.
+    from eval.phenopackets import evaluate, report
+
+    with container() as c:
+        if not c.phenotype_index.diseases:
+            raise fail("no disease annotations in the graph: run `medkg ingest hpo` first")
+        report(evaluate(c.phenotype_index, c.graph, file, limit))
+
+
 def _register_subcommands() -> None:
     from service.ingest_cli import app as ingest_app
 
     app.add_typer(ingest_app, name="ingest")
+    app.add_typer(eval_app, name="eval")
 
 
 _register_subcommands()

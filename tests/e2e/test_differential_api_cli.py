@@ -78,3 +78,18 @@ def test_differential_cli(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "indexes" / "phenotypes.pkl").exists()  # cached for the next call
     bad = run(["differential", "HP:9999999"], env, tmp_path)
     assert bad.returncode == 2 and "none of the terms" in bad.stderr
+
+
+def test_eval_phenopackets_command(tmp_path: Path) -> None:
+    build(tmp_path / "data").close()
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(
+        json.dumps({"id": "a", "observed": ["HP:0001250", "HP:0000252"], "excluded": [], "diseases": ["OMIM:100001"]})
+        + "\n"
+        + json.dumps({"id": "b", "observed": ["HP:0000252"], "excluded": [], "diseases": ["OMIM:999999"]})
+        + "\n"
+    )
+    r = run(["eval", "phenopackets", str(cases)], {"MEDKG_DATA_DIR": str(tmp_path / "data")}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "1 of 2 cases evaluated; 1 with a disease not in the graph" in r.stdout
+    assert "medkg" in r.stdout and "1.000" in r.stdout  # the one mappable case ranks first
