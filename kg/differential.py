@@ -149,6 +149,7 @@ class PhenotypeIndex:
         self.neg_disease = np.asarray([p[0] for p in pairs], dtype=np.int64)
         self.neg_terms = np.asarray([p[1] for p in pairs], dtype=np.int64)
         self.weights = DEFAULT_WEIGHTS
+        self._masks: dict[tuple[str, ...], np.ndarray] = {}
         self.genes: dict[str, list[str]] = {}
         self.build_seconds = round(time.perf_counter() - started, 2)
 
@@ -198,7 +199,11 @@ class PhenotypeIndex:
         return [t for t in ids if t in self.term_index], [t for t in ids if t not in self.term_index]
 
     def scores(
-        self, observed: Sequence[str], excluded: Sequence[str] = (), weights: tuple[float, float, float] | None = None
+        self,
+        observed: Sequence[str],
+        excluded: Sequence[str] = (),
+        weights: tuple[float, float, float] | None = None,
+        prefixes: Sequence[str] = (),
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(score, baseline, parts)`` for every disease (in ``self.diseases`` order)."""
         a, b, c = weights or self.weights
@@ -231,7 +236,17 @@ class PhenotypeIndex:
             np.add.at(hits, self.neg_disease, seen[self.neg_terms])
             penalty = penalty + (hits > 0) * float(self.ic[obs].mean())
         score = a * q_to_d + b * d_to_q_freq - c * penalty
+        if prefixes:  # rank within some namespaces only (OMIM and Orphanet describe many diseases twice)
+            outside = ~self._namespace_mask(prefixes)
+            score = np.where(outside, -np.inf, score).astype(np.float32)
+            baseline = np.where(outside, -np.inf, baseline).astype(np.float32)
         return score, baseline, {"sims": sims, "exclusion": mark}
+
+    def _namespace_mask(self, prefixes: Sequence[str]) -> np.ndarray:
+        key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
+        if key not in self._masks:
+            self._masks[key] = np.asarray([d.startswith(key) for d in self.diseases], dtype=bool)
+        return self._masks[key]
 
     def rank(
         self,
@@ -240,13 +255,16 @@ class PhenotypeIndex:
         top_k: int = 10,
         explain: bool = True,
         weights: tuple[float, float, float] | None = None,
+        prefixes: Sequence[str] = (),
     ) -> list[Candidate]:
         """The ``top_k`` diseases for a case, each with its matched phenotype pairs, contradictions,
         genes and the PMIDs behind the matched annotations."""
-        score, baseline, parts = self.scores(observed, excluded, weights)
+        score, baseline, parts = self.scores(observed, excluded, weights, prefixes)
         if not parts["sims"].shape[0]:
             return []
-        k = min(top_k, len(score))
+        k = min(top_k, int(np.isfinite(score).sum()))
+        if k <= 0:
+            return []
         top = np.argpartition(-score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         order = top[np.lexsort((top, -score[top]))]
         obs = [self.term_index[t] for t in observed if t in self.term_index]

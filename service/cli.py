@@ -112,6 +112,7 @@ def differential(
         list[str] | None, typer.Option("--exclude", help="An HPO term the patient does not have.")
     ] = None,
     top_k: Annotated[int, typer.Option("--top", min=1, max=500, help="How many diseases.")] = 10,
+    namespace: Annotated[list[str] | None, typer.Option(help="Rank only OMIM, ORPHA or DECIPHER diseases.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms, with matched phenotypes, genes and PMIDs."""
@@ -124,7 +125,7 @@ def differential(
         known, unknown = index.known(observed)
         if not known:
             raise fail(f"none of the terms is an HPO term in the graph: {', '.join(observed)} (run `medkg ingest hpo`)")
-        ranked = index.rank(known, excluded, top_k=top_k)
+        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespace or ())
         names = c.graph.get_entities([r.disease for r in ranked] + known)
     data = {
         "observed": known,

@@ -58,6 +58,8 @@ def test_differential_over_http(client: TestClient) -> None:
     text = client.post("/v1/differential", json={"text": "child with epileptic seizures and microcephaly"}).json()
     assert set(text["from_text"]) == {"HP:0001250", "HP:0000252"}
     assert text["diseases"][0]["disease"] == "OMIM:100001"
+    only = client.post("/v1/differential", json={"terms": ["HP:0000252"], "namespaces": ["ORPHA"]}).json()
+    assert only["diseases"] == []
     assert client.post("/v1/differential", json={"terms": ["nonsense"]}).status_code == 422
     assert client.post("/v1/differential", json={"terms": ["HP:9999999"]}).status_code == 422
     assert (

@@ -86,3 +86,23 @@ def test_exclusions_and_penalties(index: PhenotypeIndex) -> None:
     d1 = next(c for c in ranked if c.disease == "OMIM:100001")
     assert d1.contradictions == ["has HP:0000252, which the patient does not"]
     assert index.rank_of(penalised, ["OMIM:100003"]) == 1
+
+
+def test_ranking_within_a_namespace(store: BaseGraphStore) -> None:
+    store.upsert_entities(
+        [Entity(id=t, name=t, category="Phenotype") for t in ("HP:0000001", "HP:0000118", "HP:0001250")]
+        + [Entity(id=d, name=d, category="Disease") for d in ("OMIM:100001", "ORPHA:1")]
+    )
+    store.upsert_relations(
+        [
+            Relation(subject="HP:0000118", type="IS_A", object="HP:0000001"),
+            Relation(subject="HP:0001250", type="IS_A", object="HP:0000118"),
+            phenotype("OMIM:100001", "HP:0001250"),
+            phenotype("ORPHA:1", "HP:0001250"),
+        ]
+    )
+    index = PhenotypeIndex.from_graph(store)
+    assert [c.disease for c in index.rank(["HP:0001250"], prefixes=["OMIM"])] == ["OMIM:100001"]
+    assert len(index.rank(["HP:0001250"])) == 2
+    score, _, _ = index.scores(["HP:0001250"], prefixes=["ORPHA"])
+    assert index.rank_of(score, ["ORPHA:1"]) == 1 and index.rank_of(score, ["OMIM:100001"]) == 2

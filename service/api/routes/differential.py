@@ -20,6 +20,9 @@ class DifferentialRequest(BaseModel):
     text: str | None = Field(default=None, max_length=5000, description="Free text, linked to HPO terms.")
     excluded: list[str] = Field(default_factory=list, max_length=500, description="HPO terms ruled out.")
     top_k: int = Field(default=10, ge=1, le=500)
+    namespaces: list[str] = Field(
+        default_factory=list, max_length=5, description="Rank only these disease namespaces, e.g. ['OMIM']."
+    )
 
     @field_validator("terms", "excluded")
     @classmethod
@@ -62,7 +65,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     known, unknown = index.known([*request.terms, *from_text])
     if not known:
         raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
-    ranked = index.rank(known, request.excluded, top_k=request.top_k)
+    ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces)
     names = c.graph.get_entities(r.disease for r in ranked)
     return DifferentialResponse(
         observed=known,
