@@ -60,18 +60,8 @@ class GraphStore(Protocol):
     def upsert_relations(self, relations: Iterable[Relation]) -> WriteSummary: ...
     def get_entity(self, entity_id: str) -> Entity | None: ...
     def get_entities(self, entity_ids: Iterable[str]) -> dict[str, Entity]: ...
-    def existing(self, entity_ids: Iterable[str]) -> set[str]:
-        """The normalised ids among ``entity_ids`` that are in the graph."""
-        ids = sorted({normalize_curie(i) for i in entity_ids})
-        found: set[str] = set()
-        for chunk in _chunks(ids, self.batch_size):
-            found |= self._existing_ids(chunk)
-        return found
-
-    def scan_entities(self, after: str = "", limit: int = 10_000, with_xrefs: bool = False) -> list[Entity]:
-        """A page of entities in id order, starting after ``after`` (pass the last id of a page)."""
-        return [row_to_entity(r) for r in self._scan_entities(after, limit, with_xrefs)]
-
+    def existing(self, entity_ids: Iterable[str]) -> set[str]: ...
+    def scan_entities(self, after: str = "", limit: int = 10_000, with_xrefs: bool = False) -> list[Entity]: ...
     def find_entities(self, name: str, category: str | None = None, limit: int = 20) -> list[Entity]: ...
     def neighbours(
         self,
