@@ -177,7 +177,7 @@ class EntityLinker:
     def link_text(self, text: str) -> list[Mention]:
         return self.link_docs([self.nlp(text)])[0]
 
-    def link_query(self, text: str, k: int = 3) -> list[Mention]:
+    def link_query(self, text: str) -> list[Mention]:
         """Link a question: lexicon and abbreviations first; then the whole question (when short)
         and the chunks the lexicon left uncovered go to the entity vector index."""
         doc = self.nlp(text)
