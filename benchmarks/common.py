@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
+from typing import Any
 
 from kg.graph.base import BaseGraphStore
+
+
+def write_results(path: Path | None, results: dict[str, Any]) -> None:
+    """Write a benchmark's figures as JSON when ``--json`` named a file."""
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=2))
 
 
 def neo4j_from_env() -> BaseGraphStore | None:

@@ -11,7 +11,6 @@ throughput, p50/p95 latencies and the Ladybug/Neo4j ratio measured in this run.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -20,7 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.common import neo4j_from_env
+from benchmarks.common import neo4j_from_env, write_results
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 
@@ -173,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {name} p50 {lady[name]['p50_ms'] / neo[name]['p50_ms']:.2f}x, "
                 f"p95 {lady[name]['p95_ms'] / neo[name]['p95_ms']:.2f}x"
             )
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(results, indent=2))
+    write_results(args.json_out, results)
     return 0
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import gzip
-import json
 import multiprocessing
 import os
 import re
@@ -43,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common import neo4j_from_env
+from benchmarks.common import neo4j_from_env, write_results
 from ingest.pubmed.model import Article
 from ingest.pubmed.readers import Record, detect_format, expand_paths, iter_records
 
@@ -371,9 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         results["end_to_end"] = runs
     results["rss_peak_mb"] = peak_rss_mb()
     print(f"peak RSS of this process: {results['rss_peak_mb']:,.0f} MiB (ru_maxrss)")
-    if args.json_out:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(results, indent=2))
+    write_results(args.json_out, results)
     return 0
 
 
