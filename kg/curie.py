@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CurieError", "normalize_curie", "try_normalize_curie", "curie_prefix"]
+__all__ = ["CurieError", "normalize_curie", "try_normalize_curie", "curie_prefix", "source_url"]
 
 
 class CurieError(ValueError):
@@ -191,3 +191,32 @@ def try_normalize_curie(value: str, default_prefix: str | None = None) -> str | 
         return normalize_curie(value, default_prefix)
     except CurieError:
         return None
+
+
+# Where a reader can check an identifier: the source's own page. ``{}`` is the local part.
+_SOURCE_URLS: dict[str, str] = {
+    "PMID": "https://pubmed.ncbi.nlm.nih.gov/{}/",
+    "HP": "https://hpo.jax.org/browse/term/HP:{}",
+    "OMIM": "https://omim.org/entry/{}",
+    "ORPHA": "https://www.orpha.net/en/disease/detail/{}",
+    "DECIPHER": "https://www.deciphergenomics.org/syndrome/{}",
+    "DOID": "https://disease-ontology.org/?id=DOID:{}",
+    "MONDO": "https://monarchinitiative.org/MONDO:{}",
+    "MESH": "https://meshb.nlm.nih.gov/record/ui?ui={}",
+    "DRUGBANK": "https://go.drugbank.com/drugs/{}",
+    "NCBIGene": "https://www.ncbi.nlm.nih.gov/gene/{}",
+    "UMLS": "https://uts.nlm.nih.gov/uts/umls/concept/{}",
+    "UBERON": "http://purl.obolibrary.org/obo/UBERON_{}",
+    "GO": "http://purl.obolibrary.org/obo/GO_{}",
+    "CHEBI": "http://purl.obolibrary.org/obo/CHEBI_{}",
+}
+
+
+def source_url(curie: str) -> str | None:
+    """The public page of an identifier (``PMID:123#s4`` -> its PubMed page), or None when unknown."""
+    try:
+        prefix, _, local = normalize_curie(curie).partition(":")
+    except CurieError:
+        return None
+    template = _SOURCE_URLS.get(prefix)
+    return template.format(local.split("#", 1)[0]) if template else None

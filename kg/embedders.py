@@ -114,3 +114,11 @@ class TextEmbedder:
         vectors = vectors.float().cpu().numpy()
         # bfloat16 rounding leaves norms a little off 1; renormalise so cosine = inner product.
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens of each text in the model's own tokenizer (WordPiece for the default model), the
+        unit of the evidence budget; no special tokens, no truncation."""
+        if not texts:
+            return []
+        tokenizer = self._load().tokenizer
+        return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]]

@@ -31,7 +31,14 @@ class SettingsError(RuntimeError):
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
-        env_prefix="MEDKG_", env_file=".env", env_file_encoding="utf-8", extra="ignore", frozen=True
+        env_prefix="MEDKG_",
+        env_file=".env",
+        env_file_encoding="utf-8",
+        extra="ignore",
+        frozen=True,
+        # A raw ValidationError's text would show secrets (keys, passwords); load_settings shows
+        # the inputs of non-secret settings itself.
+        hide_input_in_errors=True,
     )
 
     data_dir: Path = Field(default=Path("data"), description="Where the embedded store, indexes and sessions live.")
@@ -81,9 +88,38 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(default=None)
     llm_api_key: SecretStr | None = Field(default=None)
     llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0, le=10, description="Retries of a failed or timed-out LLM call.")
+
+    qa_budget_tokens: int = Field(default=1500, ge=100, le=16000, description="Tokens of evidence per answer.")
+    qa_fact_floor: float = Field(
+        default=0.45, ge=-1, le=1, description="Cosine a graph fact needs to support an offline answer."
+    )
+    qa_passage_floor: float = Field(
+        default=0.5, ge=-1, le=1, description="Cosine a passage needs to support an offline answer."
+    )
+    session_ttl_s: float = Field(
+        default=24 * 3600, gt=0, description="A session expires this long after its last turn."
+    )
+    session_half_life_s: float = Field(
+        default=1800, gt=0, description="Half-life of a session memory item's weight (reinforced when recalled)."
+    )
 
     api_host: str = Field(default="127.0.0.1", description="Address `medkg serve` binds to.")
     api_port: int = Field(default=8000, ge=1, le=65535)
+    api_keys: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Comma-separated API keys, each a plaintext key or 'sha256:<64 hex>' (its SHA-256 digest, so a "
+            "deployment can keep only hashes). Unset = open to loopback clients only."
+        ),
+    )
+    cors_origins: str = Field(
+        default="", description="Comma-separated origins allowed by CORS ('*' = any); empty = no CORS headers."
+    )
+    max_request_bytes: int = Field(default=1_048_576, ge=1024, description="Largest request body accepted (413).")
+    rate_limit_per_minute: int = Field(
+        default=120, ge=0, description="Requests per minute per caller (key, else client address); 0 = no limit."
+    )
 
     batch_size: int | None = Field(
         default=None,
@@ -109,6 +145,22 @@ class Settings(BaseSettings):
             raise ValueError("must be an http(s) URL")
         return value.rstrip("/")
 
+    @field_validator("api_keys")
+    @classmethod
+    def _check_api_keys(cls, value: SecretStr | None) -> SecretStr | None:
+        # Never put the value into the message: it is a secret.
+        if value is None:
+            return None
+        entries = [e.strip() for e in value.get_secret_value().split(",") if e.strip()]
+        if not entries:
+            return None
+        for n, entry in enumerate(entries, 1):
+            if entry.lower().startswith("sha256:"):
+                digest = entry[len("sha256:") :]
+                if len(digest) != 64 or any(ch not in "0123456789abcdefABCDEF" for ch in digest):
+                    raise ValueError(f"entry {n}: a 'sha256:' entry needs exactly 64 hex digits after the prefix")
+        return SecretStr(",".join(entries))
+
     @model_validator(mode="after")
     def _llm_needs_model(self) -> Settings:
         if self.llm_base_url and not self.llm_model:
@@ -122,6 +174,10 @@ class Settings(BaseSettings):
     @property
     def ladybug_path(self) -> Path:
         return self.data_dir / "graph.lbug"
+
+    @property
+    def cors_origin_list(self) -> list[str]:
+        return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
 
 
 def load_settings(**overrides: object) -> Settings:

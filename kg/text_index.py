@@ -353,16 +353,26 @@ class TextIndex:
         return self.vectors.search(vector, k)[0]
 
     def search(
-        self, query: str, k: int = 10, mode: SearchMode = "hybrid", floor: float = 0.25, candidates: int = 50
+        self,
+        query: str,
+        k: int = 10,
+        mode: SearchMode = "hybrid",
+        floor: float = 0.25,
+        candidates: int = 50,
+        vector: np.ndarray | None = None,
     ) -> list[SearchHit]:
         """The ``k`` best passages for ``query``. ``hybrid`` fuses BM25 and dense ranks (RRF) and keeps
-        only passages whose cosine to the query is at least ``floor``."""
+        only passages whose cosine to the query is at least ``floor``. ``vector``: the query's
+        embedding when the caller has it already."""
         if k <= 0:
             raise ValueError("k must be positive")
         if not len(self):
             return []
         n = max(candidates, k)
-        vector = self.embedder.encode([query])[0] if mode != "bm25" else None
+        if mode == "bm25":
+            vector = None
+        elif vector is None:
+            vector = self.embedder.encode([query])[0]
         dense = self.dense_search(query, n, vector) if mode != "bm25" else []
         lexical = self.bm25_search(query, n) if mode != "dense" else []
         dense_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(dense)}

@@ -20,6 +20,10 @@ from kg.text_index import TextIndex
 if TYPE_CHECKING:
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
+    from kg.retrieval.retriever import Retriever
+    from service.qa.engine import QAEngine
+    from service.qa.llm import LLMAnswerer
+    from service.qa.sessions import SessionStore
 
 __all__ = ["Container", "build_graph_store"]
 
@@ -51,8 +55,12 @@ def build_graph_store(settings: Settings) -> BaseGraphStore:
 class Container:
     """Lazily built components for one process; ``close()`` releases them."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None, graph: BaseGraphStore | None = None) -> None:
+        """``graph``: an open store to use instead of the configured one (the caller closes it)."""
         self.settings = settings or load_settings()
+        self._owns_graph = graph is None
+        if graph is not None:
+            self.__dict__["graph"] = graph
 
     @cached_property
     def graph(self) -> BaseGraphStore:
@@ -110,6 +118,58 @@ class Container:
         tmp.replace(path)
         return index
 
+    @cached_property
+    def retriever(self) -> Retriever:
+        from kg.retrieval.retriever import Retriever
+
+        return Retriever(
+            self.graph,
+            self.linker,
+            self.entity_index,
+            self.text_index,
+            self.text_embedder,
+            search_floor=self.settings.search_floor,
+        )
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        from service.qa.sessions import SessionStore
+
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return SessionStore(
+            self.settings.data_dir / "sessions.sqlite",
+            ttl_s=self.settings.session_ttl_s,
+            half_life_s=self.settings.session_half_life_s,
+        )
+
+    @cached_property
+    def llm_answerer(self) -> LLMAnswerer | None:
+        """The LLM answer path, or None when no LLM is configured (answers are then extractive)."""
+        s = self.settings
+        if not s.llm_enabled or not s.llm_model:
+            return None
+        from service.qa.llm import LLMAnswerer
+
+        return LLMAnswerer(
+            s.llm_base_url or "",
+            s.llm_model,
+            api_key=s.llm_api_key.get_secret_value() if s.llm_api_key else None,
+            timeout_s=s.llm_timeout_s,
+            max_retries=s.llm_max_retries,
+        )
+
+    @cached_property
+    def qa(self) -> QAEngine:
+        from service.qa.engine import QAEngine
+        from service.qa.extractive import ExtractiveComposer
+
+        composer = ExtractiveComposer(
+            fact_floor=self.settings.qa_fact_floor, passage_floor=self.settings.qa_passage_floor
+        )
+        return QAEngine(
+            self.retriever, composer, self.llm_answerer, self.sessions, default_budget=self.settings.qa_budget_tokens
+        )
+
     def triple_merger(self) -> Callable[[str, str], MergeResult]:
         """LLM triple extraction of one passage merged into the graph (needs MEDKG_LLM_BASE_URL)."""
         from ingest.llm_extract import TripleExtractor, merge_extraction
@@ -143,10 +203,13 @@ class Container:
         )
 
     def close(self) -> None:
+        if "sessions" in self.__dict__:
+            self.sessions.close()
+            del self.__dict__["sessions"]
         if "text_index" in self.__dict__:
             self.text_index.close()
             del self.__dict__["text_index"]
-        if "graph" in self.__dict__:
+        if "graph" in self.__dict__ and self._owns_graph:
             self.graph.close()
             del self.__dict__["graph"]
 

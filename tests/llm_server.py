@@ -10,6 +10,18 @@ assistant message, an HTTP error, a raw (malformed) body, or arrive late (for cl
         ...
         assert llm.requests[-1].body["model"] == "fake-model"
 
+A request with ``"stream": true`` gets the completion as server-sent events, the way the OpenAI API
+sends them (``Content-Type: text/event-stream``, ``Transfer-Encoding: chunked``): one
+``data: {chat.completion.chunk}`` event per piece (the first delta carries the ``assistant`` role, then
+the content in pieces of ``Reply.chunk_chars`` characters, ``Reply.chunk_delay_s`` apart, then an empty
+delta with the ``finish_reason``; a usage chunk follows when ``stream_options.include_usage`` is set),
+then ``data: [DONE]``. Error replies (status other than 200) and raw bodies are sent as they are, streamed
+or not::
+
+    llm.enqueue(Reply("Hello, world", chunk_chars=4, chunk_delay_s=0.01))
+    stream = client.chat.completions.create(model="fake-model", messages=[...], stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "Hello, world"
+
 ``GET /v1/models`` lists ``model_ids``. With nothing queued and no handler the server answers HTTP
 400 (which the client does not retry), so a test that makes one call too many fails loudly.
 """
@@ -39,6 +51,8 @@ class Reply:
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     finish_reason: str = "stop"
+    chunk_chars: int = 8  # streamed replies: characters of content per chunk
+    chunk_delay_s: float = 0.0  # streamed replies: pause between chunks
 
     @classmethod
     def json(cls, obj: Any, **kwargs: Any) -> Reply:
@@ -149,6 +163,31 @@ class FakeLLMServer:
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
 
+    def _chunks(self, reply: Reply, body: Any) -> list[dict[str, Any]]:
+        """The ``chat.completion.chunk`` objects of a streamed reply."""
+        model = body.get("model", "fake-model") if isinstance(body, dict) else "fake-model"
+        base = {
+            "id": f"chatcmpl-fake-{len(self.requests)}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+            return {**base, "choices": [choice]}
+
+        content = reply.content or ""
+        size = max(1, reply.chunk_chars)
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        chunks += [chunk({"content": content[i : i + size]}) for i in range(0, len(content), size)]
+        chunks.append(chunk({}, reply.finish_reason))
+        options = body.get("stream_options") if isinstance(body, dict) else None
+        if isinstance(options, dict) and options.get("include_usage"):
+            usage = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+            chunks.append({**base, "choices": [], "usage": usage})
+        return chunks
+
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         fake = self
 
@@ -169,6 +208,31 @@ class FakeLLMServer:
                     self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test)
+
+            def _stream(self, reply: Reply, body: Any) -> None:
+                """Send a reply as server-sent events, in HTTP/1.1 chunked framing."""
+
+                def framed(data: bytes) -> bytes:
+                    return f"{len(data):X}\r\n".encode() + data + b"\r\n"
+
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                    self.send_header("Cache-Control", "no-cache")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    for i, obj in enumerate(fake._chunks(reply, body)):
+                        if i and reply.chunk_delay_s and fake._closing.wait(reply.chunk_delay_s):
+                            self.close_connection = True
+                            return
+                        self.wfile.write(framed(b"data: " + json.dumps(obj).encode() + b"\n\n"))
+                    # [DONE] and the zero-length last chunk go out together: the openai client stops
+                    # reading at [DONE], and a terminator arriving after it would be reset on close.
+                    self.wfile.write(framed(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up
 
             def _record(self, body: Any) -> None:
                 with fake._lock:
@@ -195,6 +259,9 @@ class FakeLLMServer:
                     return
                 reply = fake._next_reply(body)
                 if reply.delay_s and fake._closing.wait(reply.delay_s):
+                    return
+                if reply.body is None and reply.status == 200 and isinstance(body, dict) and body.get("stream"):
+                    self._stream(reply, body)
                     return
                 if reply.body is None:
                     payload = json.dumps(fake._completion(reply, body)).encode()

@@ -10,18 +10,28 @@ from fastapi.responses import JSONResponse
 
 from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
-from kg.settings import Settings
-from service.api.routes import differential, graph, text
+from kg.settings import Settings, load_settings
+from service.api.readiness import Readiness
+from service.api.routes import differential, graph, qa, sessions, text
+from service.api.security import announce_startup, error_response, install_security
 from service.container import Container
+from service.qa.engine import UnknownSession
+from service.qa.llm import LLMError
 
 
-def create_app(settings: Settings | None = None, container: Container | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, container: Container | None = None, warm: bool = False) -> FastAPI:
     """Build the app. The graph store opens lazily, so the app starts even while Neo4j is down
-    (requests then get 503 with ``Retry-After``)."""
+    (requests then get 503 with ``Retry-After``). ``warm``: load the models and build the linker
+    in the background at start-up (``medkg serve`` does), so ``/readyz`` turns ready by itself."""
+    app_settings = settings or (container.settings if container is not None else None) or load_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.container = container or Container(settings)
+        announce_startup(app_settings)
+        app.state.container = container or Container(app_settings)
+        app.state.readiness = Readiness(app.state.container)
+        if warm:
+            app.state.readiness.start()
         try:
             yield
         finally:
@@ -36,6 +46,8 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(graph.router)
     app.include_router(text.router)
     app.include_router(differential.router)
+    app.include_router(qa.router)
+    app.include_router(sessions.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:
@@ -48,20 +60,39 @@ def create_app(settings: Settings | None = None, container: Container | None = N
             )
         return JSONResponse({"status": "ok", "backend": s.backend, "entities": s.entities})
 
+    @app.get("/readyz", tags=["ops"])
+    def readyz(request: Request) -> JSONResponse:
+        """200 once the stores answer and the models and indexes are loaded; 503 (with what is
+        missing) while they load, which the first call starts."""
+        report = request.app.state.readiness.report()
+        return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)
+
+    install_security(app, app_settings)
+
     @app.exception_handler(GraphStoreUnavailable)
     async def unavailable(_: Request, exc: GraphStoreUnavailable) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": "5"})
+        return error_response(503, str(exc), headers={"Retry-After": "5"})
 
     @app.exception_handler(GraphStoreError)
     async def store_error(_: Request, exc: GraphStoreError) -> JSONResponse:
-        return JSONResponse({"detail": "graph store error"}, status_code=500)
+        return error_response(500, "graph store error")
 
     @app.exception_handler(CurieError)
     async def bad_curie(_: Request, exc: CurieError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        return error_response(422, str(exc))
+
+    @app.exception_handler(LLMError)
+    async def llm_failed(_: Request, exc: LLMError) -> JSONResponse:
+        return error_response(exc.status, str(exc))
+
+    @app.exception_handler(UnknownSession)
+    async def unknown_session(_: Request, exc: UnknownSession) -> JSONResponse:
+        return error_response(
+            404, f"no session {exc.args[0]!r} (unknown or expired): create one with POST /v1/sessions"
+        )
 
     @app.exception_handler(ValueError)
     async def bad_value(_: Request, exc: ValueError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        return error_response(422, str(exc))
 
     return app

@@ -74,3 +74,57 @@ def test_secrets_never_echoed_in_errors(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(SettingsError) as info:
         load_settings()
     assert "sk-very-secret" not in str(info.value)
+
+
+def test_api_security_defaults() -> None:
+    s = load_settings()
+    assert s.api_keys is None
+    assert s.cors_origins == "" and s.cors_origin_list == []
+    assert s.max_request_bytes == 1_048_576
+    assert s.rate_limit_per_minute == 120
+
+
+def test_api_keys_and_cors_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    digest = "ab" * 32
+    monkeypatch.setenv("MEDKG_API_KEYS", f" plain-key-1 , sha256:{digest},, ")
+    monkeypatch.setenv("MEDKG_CORS_ORIGINS", "https://a.example, https://b.example")
+    monkeypatch.setenv("MEDKG_RATE_LIMIT_PER_MINUTE", "0")
+    s = load_settings()
+    assert s.api_keys is not None
+    assert s.api_keys.get_secret_value() == f"plain-key-1,sha256:{digest}"
+    assert "plain-key-1" not in repr(s) and "plain-key-1" not in str(s)
+    assert s.cors_origin_list == ["https://a.example", "https://b.example"]
+    assert s.rate_limit_per_minute == 0
+
+
+def test_blank_api_keys_mean_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEDKG_API_KEYS", " , ")
+    assert load_settings().api_keys is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("MEDKG_MAX_REQUEST_BYTES", "100"), ("MEDKG_RATE_LIMIT_PER_MINUTE", "-1")],
+)
+def test_wrong_api_limits_name_the_setting(monkeypatch: pytest.MonkeyPatch, name: str, value: str) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()
+
+
+@pytest.mark.parametrize("bad", ["sha256:abc", "sha256:" + "g" * 64, "sha256:" + "a" * 65])
+def test_malformed_key_digest_is_refused_without_echoing_the_keys(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    from pydantic import ValidationError
+
+    from kg.settings import Settings
+
+    monkeypatch.setenv("MEDKG_API_KEYS", f"topsecret-plain,{bad}")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    message = str(info.value)
+    assert "MEDKG_API_KEYS" in message and "64 hex digits" in message
+    assert "topsecret-plain" not in message and bad not in message
+    # Not even a raw pydantic error (e.g. in a traceback) shows the value.
+    with pytest.raises(ValidationError) as raw:
+        Settings()
+    assert "topsecret-plain" not in str(raw.value)

@@ -71,6 +71,7 @@ def neighbourhood(
 
 
 @router.get("/paths", response_model=list[PathOut])
+@router.get("/graph/paths", response_model=list[PathOut])
 def paths(
     graph: Graph,
     source: str,

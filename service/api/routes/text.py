@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from kg.model import Entity
 from service.api.deps import get_container
@@ -46,6 +46,19 @@ def search(
     mode: Literal["hybrid", "bm25", "dense"] = "hybrid",
 ) -> list[PassageHit]:
     hits = c.text_index.search(q, k=k, mode=mode, floor=c.settings.search_floor)
+    return [PassageHit(**hit.__dict__) for hit in hits]
+
+
+class SearchRequest(BaseModel):
+    q: str = Field(min_length=1, max_length=2000, description="A question or keywords.")
+    k: int = Field(default=10, ge=1, le=100)
+    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+
+
+@router.post("/search", response_model=list[PassageHit])
+def search_post(c: Deps, body: SearchRequest) -> list[PassageHit]:
+    """The same search as ``GET /v1/search``, for long queries in a JSON body."""
+    hits = c.text_index.search(body.q, k=body.k, mode=body.mode, floor=c.settings.search_floor)
     return [PassageHit(**hit.__dict__) for hit in hits]
 
 

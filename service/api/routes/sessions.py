@@ -1,0 +1,30 @@
+"""Conversation sessions: a follow-up question in a session is expanded with its remembered entities."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException
+
+from service.api.deps import get_container
+from service.container import Container
+from service.qa.sessions import Session
+
+router = APIRouter(prefix="/v1", tags=["qa"])
+Deps = Annotated[Container, Depends(get_container)]
+
+
+@router.post("/sessions", response_model=Session, status_code=201)
+def create_session(c: Deps) -> Session:
+    """A new session; pass its ``id`` as ``session_id`` to ``POST /v1/qa``. It expires after
+    MEDKG_SESSION_TTL_S without a turn."""
+    return c.sessions.create()
+
+
+@router.get("/sessions/{session_id}", response_model=Session)
+def get_session(c: Deps, session_id: str) -> Session:
+    """Recent turns, the running summary and the memory items with their current weights."""
+    found = c.sessions.get(session_id)
+    if found is None:
+        raise HTTPException(404, f"no session {session_id!r} (unknown or expired)")
+    return found

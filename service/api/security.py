@@ -1,0 +1,476 @@
+"""The API's security and error layer: API keys, loopback-only open mode, body-size and rate limits,
+CORS, and one JSON shape for every error.
+
+Install it with :func:`install_security`. Error responses look like::
+
+    {"error": "unauthorized", "detail": "missing API key: ...", "status": 401}
+
+``detail`` is a message, or for a request that fails validation (422) the list of problems.
+
+Keys (``MEDKG_API_KEYS``) are hashed at install time; only their SHA-256 digests stay in memory,
+and a configured ``sha256:<hex>`` entry is used as is, so a deployment need not hold the plaintext.
+Without keys the API serves loopback clients only (``127.0.0.1``, ``::1``) and says so at start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+import math
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kg.settings import Settings
+
+__all__ = [
+    "ApiKeyRing",
+    "BodySizeLimitMiddleware",
+    "RateLimiter",
+    "SecurityMiddleware",
+    "SecurityState",
+    "announce_startup",
+    "error_code",
+    "error_response",
+    "install_security",
+    "is_loopback",
+    "startup_warning",
+]
+
+log = logging.getLogger("medkg.api")
+
+#: Paths served without a key (and, in open mode, to any client).
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+#: Paths the rate limit leaves alone (probes poll them).
+HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
+
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    410: "gone",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    500: "internal_error",
+    501: "not_implemented",
+    502: "bad_gateway",
+    503: "unavailable",
+    504: "gateway_timeout",
+}
+
+
+def error_code(status: int) -> str:
+    """The ``error`` code for an HTTP status (``401`` → ``"unauthorized"``)."""
+    if status in _CODES:
+        return _CODES[status]
+    try:
+        return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    except ValueError:
+        return "bad_request" if 400 <= status < 500 else "internal_error"
+
+
+def error_response(
+    status: int, detail: Any, code: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The app's one error shape: ``{"error": code, "detail": detail, "status": status}``."""
+    body = {"error": code or error_code(status), "detail": jsonable_encoder(detail), "status": status}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+# --- keys ------------------------------------------------------------------------------------------
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+class ApiKeyRing:
+    """The SHA-256 hex digests of the configured API keys; the plaintext is never stored."""
+
+    def __init__(self, digests: Iterable[str] = ()) -> None:
+        self.digests: tuple[str, ...] = tuple(sorted({d.lower() for d in digests}))
+
+    @classmethod
+    def from_config(cls, configured: str | None) -> ApiKeyRing:
+        """Entries are comma-separated: a plaintext key (hashed here) or ``sha256:<64 hex>``."""
+        digests = []
+        for entry in (configured or "").split(","):
+            entry = entry.strip()
+            if not entry:
+                continue
+            if entry.lower().startswith("sha256:"):
+                digests.append(entry[len("sha256:") :])
+            else:
+                digests.append(_digest(entry))
+        return cls(digests)
+
+    def __bool__(self) -> bool:
+        return bool(self.digests)
+
+    def __len__(self) -> int:
+        return len(self.digests)
+
+    def match(self, presented: str) -> str | None:
+        """The digest of ``presented`` if it is a configured key, else ``None`` (constant-time compare)."""
+        digest = _digest(presented)
+        found = None
+        for known in self.digests:  # no early exit: the time taken does not say which key matched
+            if hmac.compare_digest(known, digest):
+                found = known
+        return found
+
+    def __repr__(self) -> str:
+        return f"ApiKeyRing({len(self.digests)} key(s))"
+
+
+def _presented_key(headers: Headers) -> str | None:
+    auth = headers.get("authorization")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    key = headers.get("x-api-key")
+    return key.strip() if key and key.strip() else None
+
+
+def is_loopback(host: str | None) -> bool:
+    """Whether a client address (or bind host) is this machine."""
+    if not host:
+        return False
+    # Starlette's TestClient reports the client as "testclient" unless given client=(host, port).
+    # A real ASGI server always reports the socket peer's IP address, never this name, so treating
+    # it as loopback lets in-process tests run in open mode and opens nothing to the network.
+    if host in ("localhost", "testclient"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+# --- rate limit ------------------------------------------------------------------------------------
+
+
+class RateLimiter:
+    """A token bucket per caller: ``per_minute`` tokens, refilled continuously, burst = ``per_minute``.
+
+    Thread-safe. ``per_minute == 0`` turns it off.
+    """
+
+    def __init__(
+        self, per_minute: int, *, clock: Callable[[], float] = time.monotonic, max_callers: int = 10_000
+    ) -> None:
+        self.per_minute = per_minute
+        self._rate = per_minute / 60.0  # tokens per second
+        self._clock = clock
+        self._max_callers = max_callers
+        self._buckets: dict[str, tuple[float, float]] = {}  # caller -> (tokens, when)
+        self._lock = threading.Lock()
+
+    def acquire(self, caller: str) -> float:
+        """Take a token for ``caller``: ``0.0`` if granted, else the seconds until one is due."""
+        if self.per_minute <= 0:
+            return 0.0
+        capacity = float(self.per_minute)
+        with self._lock:
+            now = self._clock()
+            tokens, when = self._buckets.get(caller, (capacity, now))
+            tokens = min(capacity, tokens + (now - when) * self._rate)
+            if tokens >= 1.0:
+                self._buckets[caller] = (tokens - 1.0, now)
+                if len(self._buckets) > self._max_callers:
+                    self._prune(now, capacity)
+                return 0.0
+            self._buckets[caller] = (tokens, now)
+            return (1.0 - tokens) / self._rate
+
+    def _prune(self, now: float, capacity: float) -> None:
+        # A bucket that has refilled completely is the same as no bucket.
+        full = [c for c, (t, w) in self._buckets.items() if t + (now - w) * self._rate >= capacity]
+        for caller in full:
+            del self._buckets[caller]
+
+    def __repr__(self) -> str:
+        return f"RateLimiter({self.per_minute}/min, {len(self._buckets)} caller(s))"
+
+
+# --- middleware ------------------------------------------------------------------------------------
+
+
+class SecurityState:
+    """What :func:`install_security` keeps (on ``app.state.security``): digests, never plaintext keys."""
+
+    def __init__(self, settings: Settings) -> None:
+        configured = settings.api_keys.get_secret_value() if settings.api_keys is not None else None
+        self.keys = ApiKeyRing.from_config(configured)
+        self.limiter = RateLimiter(settings.rate_limit_per_minute)
+        self.max_request_bytes = settings.max_request_bytes
+        self.cors_origins = tuple(settings.cors_origin_list)
+
+    @property
+    def open_mode(self) -> bool:
+        return not self.keys
+
+    def __repr__(self) -> str:
+        mode = "open (loopback only)" if self.open_mode else f"{len(self.keys)} API key(s)"
+        return f"SecurityState({mode}, {self.limiter!r}, max_request_bytes={self.max_request_bytes})"
+
+
+def _path(scope: Scope) -> str:
+    path: str = scope.get("path", "")
+    root = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :] or "/"
+    return path
+
+
+def _too_many(wait: float) -> JSONResponse:
+    seconds = max(1, math.ceil(wait))
+    return error_response(429, f"rate limit exceeded: retry in {seconds} s", headers={"Retry-After": str(seconds)})
+
+
+class SecurityMiddleware:
+    """API keys (401), loopback-only open mode (403) and the per-caller rate limit (429).
+
+    Sets ``request.state.api_caller`` to ``"key:<digest>"`` or ``"host:<address>"``.
+    """
+
+    def __init__(self, app: ASGIApp, state: SecurityState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        path = _path(scope)
+        client = scope.get("client")
+        host = client[0] if client else ""
+        limiter = self.state.limiter
+        refusal: Response | None = None
+        caller = f"host:{host}"
+        if path not in PUBLIC_PATHS:
+            if self.state.keys:
+                presented = _presented_key(Headers(scope=scope))
+                digest = self.state.keys.match(presented) if presented is not None else None
+                if digest is None:
+                    # Failed attempts draw on the address's bucket, which slows key guessing.
+                    wait = limiter.acquire(caller)
+                    if wait:
+                        refusal = _too_many(wait)
+                    else:
+                        detail = (
+                            "invalid API key"
+                            if presented is not None
+                            else "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
+                        )
+                        refusal = error_response(401, detail, headers={"WWW-Authenticate": "Bearer"})
+                else:
+                    caller = f"key:{digest}"
+            elif not is_loopback(host):
+                refusal = error_response(
+                    403,
+                    "no API keys are configured, so this API serves loopback clients only: "
+                    "set MEDKG_API_KEYS to serve other clients",
+                )
+        if refusal is None and path not in HEALTH_PATHS:
+            wait = limiter.acquire(caller)
+            if wait:
+                refusal = _too_many(wait)
+        if refusal is not None:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await refusal(scope, receive, send)
+            return
+        scope.setdefault("state", {})["api_caller"] = caller
+        await self.app(scope, receive, send)
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+class BodySizeLimitMiddleware:
+    """413 for a body over ``max_bytes``: at once from ``Content-Length``, else while a chunked body
+    is received. Pure ASGI, so streaming responses are untouched."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self) -> JSONResponse:
+        return error_response(413, f"request body over {self.max_bytes} bytes (MEDKG_MAX_REQUEST_BYTES)")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length")
+        if length is not None:
+            try:
+                declared = int(length)
+            except ValueError:
+                await error_response(400, "invalid Content-Length header")(scope, receive, send)
+                return
+            if declared > self.max_bytes:
+                await self._too_large()(scope, receive, send)
+                return
+
+        received = 0
+        exceeded = False
+        started = False
+        replaced = False
+
+        async def counting_receive() -> Message:
+            nonlocal received, exceeded
+            if exceeded:
+                raise _BodyTooLarge
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    exceeded = True
+                    raise _BodyTooLarge
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started, replaced
+            if exceeded and not started:
+                # Whatever the app made of the cut-off body (often a 400), the answer is 413.
+                if not replaced:
+                    replaced = True
+                    await self._too_large()(scope, receive, send)
+                return
+            if replaced:
+                return
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, guarded_send)
+        except _BodyTooLarge:
+            if not started and not replaced:
+                replaced = True
+                await self._too_large()(scope, receive, send)
+            elif not replaced:
+                raise
+
+
+# --- error handlers --------------------------------------------------------------------------------
+
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code < 200 or exc.status_code in (204, 205, 304):
+        return Response(status_code=exc.status_code, headers=headers)
+    return error_response(exc.status_code, exc.detail, headers=headers)
+
+
+async def _validation_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, RequestValidationError)
+    errors = exc.errors()
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error")
+            detail = "request body is not valid JSON" + (f": {reason}" if reason else "")
+            return error_response(422, detail, "validation_error")
+    return error_response(422, errors, "validation_error")
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal error", "internal_error")
+
+
+# --- start-up --------------------------------------------------------------------------------------
+
+
+def startup_warning(settings: Settings) -> str | None:
+    """What to say loudly at start-up about the API's exposure, or ``None`` when keys are set."""
+    if settings.api_keys is not None:
+        return None
+    text = (
+        "WARNING: MEDKG_API_KEYS is not set: the medkg API needs no key and serves loopback clients "
+        "(127.0.0.1, ::1) only; every other client gets 403. Set MEDKG_API_KEYS to serve other hosts "
+        "(behind a reverse proxy on this machine, every client looks local: set keys there too)."
+    )
+    if not is_loopback(settings.api_host):
+        text += f" The API binds to {settings.api_host}, which other hosts can reach, and they will be refused."
+    return text
+
+
+def announce_startup(settings: Settings) -> str | None:
+    """Log the :func:`startup_warning` (``medkg.api``, WARNING) and print it to stderr."""
+    text = startup_warning(settings)
+    if text:
+        log.warning(text)
+        print(text, file=sys.stderr, flush=True)
+    return text
+
+
+def _document_keys(app: FastAPI) -> None:
+    """Declare the two key headers in the OpenAPI schema, so /docs can send a key."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        schemes = schema.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes["bearerKey"] = {"type": "http", "scheme": "bearer", "description": "An API key (MEDKG_API_KEYS)."}
+        schemes["headerKey"] = {"type": "apiKey", "in": "header", "name": "X-API-Key"}
+        schema["security"] = [{"bearerKey": []}, {"headerKey": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def install_security(app: FastAPI, settings: Settings) -> None:
+    """Add keys, limits, CORS and the JSON error handlers to ``app`` (before it starts)."""
+    state = SecurityState(settings)
+    app.state.security = state
+
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _internal_error)
+
+    # add_middleware puts each new one outside the previous: CORS (outermost, so preflights and
+    # error responses get its headers) → keys and rate limit → body size → the app.
+    app.add_middleware(BodySizeLimitMiddleware, max_bytes=state.max_request_bytes)
+    app.add_middleware(SecurityMiddleware, state=state)
+    if state.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(state.cors_origins),
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+            expose_headers=["Retry-After"],
+        )
+    if state.keys:
+        _document_keys(app)

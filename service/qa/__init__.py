@@ -1,0 +1,1 @@
+"""Clinician question answering: retrieval, cited answers and conversation sessions."""

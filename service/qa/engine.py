@@ -1,0 +1,278 @@
+"""The QA engine: a question (and its session) in, a cited answer out, every stage timed.
+
+1. session: the strongest memory items are recalled (which reinforces them); a follow-up is
+   expanded with them (``expanded_query``) and they join the linked entities as seeds;
+2. retrieval (:class:`kg.retrieval.retriever.Retriever`): linking, graph facts and paths,
+   passages, one evidence bundle within the token budget;
+3. answer: the LLM path when one is configured (or asked for), else the extractive composer;
+4. the turn is recorded in the session (its entities become memory items).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kg.retrieval.evidence import EvidenceBundle
+from kg.retrieval.retriever import Retrieval, Retriever
+from service.qa.answer import Answer
+from service.qa.extractive import ExtractiveComposer
+from service.qa.llm import LLMAnswerer, LLMError
+from service.qa.sessions import SessionStore, Turn, expand_query
+
+__all__ = ["QAEngine", "QAOptions", "QAResponse", "UnknownSession", "LLMError"]
+
+RequestedMode = Literal["auto", "extractive", "llm"]
+
+
+class UnknownSession(KeyError):
+    pass
+
+
+class QAOptions(BaseModel):
+    k: int = Field(default=8, ge=1, le=50, description="Passages to retrieve at most.")
+    hops: int = Field(default=2, ge=0, le=4, description="Longest path between linked entities (SAME_AS free).")
+    mode: RequestedMode = Field(default="auto", description="auto: the LLM when configured, else extractive.")
+    budget: int | None = Field(
+        default=None, ge=100, le=16000, description="Tokens of evidence at most (default MEDKG_QA_BUDGET_TOKENS)."
+    )
+
+
+class Citation(BaseModel):
+    id: str
+    kind: str
+    title: str | None
+    text: str
+    url: str | None
+    score: float
+
+
+class LinkedOut(BaseModel):
+    id: str
+    name: str
+    category: str
+    mention: str
+    method: str
+    score: float
+
+
+class PathStep(BaseModel):
+    type: str
+    subject: str
+    object: str
+    citation: str | None  # the fact's citation id (SAME_AS hops are not facts)
+
+
+class PathOut(BaseModel):
+    nodes: list[dict[str, str]]  # {"id", "name"}
+    steps: list[PathStep]
+
+
+class EvidenceSummary(BaseModel):
+    items: int
+    tokens: int
+    budget: int
+    kg_facts: int
+    passages: int
+    images: int
+    dropped_for_budget: int
+
+
+class QAResponse(BaseModel):
+    question: str
+    answer: str
+    mode: str
+    insufficient_evidence: bool
+    confidence: float
+    citations: list[Citation]
+    dropped_citations: list[str]
+    kg_paths: list[PathOut]
+    expanded_query: str
+    linked_entities: list[LinkedOut]
+    session_id: str | None
+    evidence: EvidenceSummary
+    timings_ms: dict[str, float]
+
+
+class QAEngine:
+    def __init__(
+        self,
+        retriever: Retriever,
+        composer: ExtractiveComposer | None = None,
+        llm: LLMAnswerer | None = None,
+        sessions: SessionStore | None = None,
+        default_budget: int = 1500,
+    ) -> None:
+        self.default_budget = default_budget
+        self.retriever = retriever
+        self.composer = composer or ExtractiveComposer()
+        self.llm = llm
+        self.sessions = sessions
+
+    # ---- stages ------------------------------------------------------------------------------
+    def _mode(self, requested: RequestedMode) -> Literal["extractive", "llm"]:
+        if requested == "llm" and self.llm is None:
+            raise ValueError("answer mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+        if requested == "auto":
+            return "llm" if self.llm is not None else "extractive"
+        return requested
+
+    def _prepare(
+        self, question: str, session_id: str | None, options: QAOptions
+    ) -> tuple[Retrieval, str, dict[str, float]]:
+        question = " ".join(question.split())
+        if not question:
+            raise ValueError("the question is empty")
+        timings: dict[str, float] = {}
+        query, context, conversation = question, [], ""
+        if session_id is not None:
+            if self.sessions is None:
+                raise ValueError("sessions are not enabled")
+            t = time.perf_counter()
+            session = self.sessions.get(session_id)
+            if session is None:
+                raise UnknownSession(session_id)
+            memory = self.sessions.recall(session_id, limit=3)
+            linked_now, _ = self.retriever.link(question)
+            query, used = expand_query(question, memory, {e.id for e in linked_now})
+            context = [m.key for m in used]
+            recent = [f"Q: {t.question}\nA: {t.answer}" for t in session.turns[-2:]]
+            conversation = "\n".join(p for p in (session.summary, *recent) if p)
+            timings["session"] = time.perf_counter() - t
+        retrieval = self.retriever.retrieve(
+            query, k=options.k, hops=options.hops, budget=options.budget or self.default_budget, context=context
+        )
+        timings.update(retrieval.timings)
+        return retrieval, conversation, timings
+
+    def _respond(
+        self,
+        question: str,
+        session_id: str | None,
+        retrieval: Retrieval,
+        answer: Answer,
+        timings: dict[str, float],
+        started: float,
+    ) -> QAResponse:
+        bundle: EvidenceBundle = retrieval.bundle
+        if session_id is not None and self.sessions is not None:
+            t = time.perf_counter()
+            turn = Turn(
+                question=question,
+                expanded_query=retrieval.query,
+                answer=answer.text,
+                cited=answer.cited,
+                entities=list(dict.fromkeys(e.id for e in retrieval.linked)),
+                at=time.time(),
+            )
+            try:
+                self.sessions.record_turn(session_id, turn, {e.id: e.name for e in retrieval.linked})
+            except KeyError as exc:  # expired while answering
+                raise UnknownSession(session_id) from exc
+            timings["session"] = timings.get("session", 0.0) + time.perf_counter() - t
+        timings["total"] = time.perf_counter() - started
+        names = retrieval.entities
+        fact_ids = {(i.meta["subject"], i.meta["type"], i.meta["object"]): i.id for i in bundle.of_kind("kg")}
+        return QAResponse(
+            question=question,
+            answer=answer.text,
+            mode=answer.mode,
+            insufficient_evidence=answer.insufficient_evidence,
+            confidence=answer.confidence,
+            citations=[
+                Citation(id=i.id, kind=i.kind, title=i.title, text=i.text, url=i.url, score=round(i.score, 4))
+                for cid in answer.cited
+                if (i := bundle.get(cid)) is not None
+            ],
+            dropped_citations=answer.dropped_citations,
+            kg_paths=[
+                PathOut(
+                    nodes=[{"id": n, "name": names[n].name if n in names else n} for n in p.nodes],
+                    steps=[
+                        PathStep(
+                            type=r.type,
+                            subject=r.subject,
+                            object=r.object,
+                            citation=fact_ids.get((r.subject, r.type, r.object)),
+                        )
+                        for r in p.relations
+                    ],
+                )
+                for p in retrieval.paths
+            ],
+            expanded_query=retrieval.query,
+            linked_entities=[LinkedOut(**e.__dict__) for e in retrieval.linked],
+            session_id=session_id,
+            evidence=EvidenceSummary(
+                items=len(bundle),
+                tokens=bundle.tokens,
+                budget=bundle.budget,
+                kg_facts=len(bundle.of_kind("kg")),
+                passages=len(bundle.of_kind("passage")),
+                images=len(bundle.of_kind("image")),
+                dropped_for_budget=bundle.dropped_for_budget,
+            ),
+            timings_ms={k: round(v * 1000, 2) for k, v in timings.items()},
+        )
+
+    # ---- entry points ------------------------------------------------------------------------
+    def ask(self, question: str, session_id: str | None = None, options: QAOptions | None = None) -> QAResponse:
+        options = options or QAOptions()
+        started = time.perf_counter()
+        mode = self._mode(options.mode)
+        retrieval, conversation, timings = self._prepare(question, session_id, options)
+        t = time.perf_counter()
+        if mode == "llm":
+            assert self.llm is not None
+            answer = self.llm.answer(question, retrieval.bundle, conversation)
+        else:
+            answer = self.composer.compose(retrieval.query, retrieval.bundle)
+        timings["answer"] = time.perf_counter() - t
+        return self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
+
+    def ask_stream(
+        self, question: str, session_id: str | None = None, options: QAOptions | None = None
+    ) -> Iterator[tuple[str, Any]]:
+        """Events ``("retrieval", {...})``, ``("delta", "text")``... then ``("answer", QAResponse)``;
+        an LLM failure after streaming began is ``("error", {"status", "detail"})``."""
+        options = options or QAOptions()
+        started = time.perf_counter()
+        mode = self._mode(options.mode)
+        retrieval, conversation, timings = self._prepare(question, session_id, options)
+        yield (
+            "retrieval",
+            {
+                "expanded_query": retrieval.query,
+                "linked_entities": [e.__dict__ for e in retrieval.linked],
+                "evidence_ids": [i.id for i in retrieval.bundle],
+            },
+        )
+        t = time.perf_counter()
+        answer: Answer | None = None
+        if mode == "llm":
+            assert self.llm is not None
+            try:
+                for piece in self.llm.stream(question, retrieval.bundle, conversation):
+                    if isinstance(piece, Answer):
+                        answer = piece
+                    else:
+                        yield "delta", piece
+            except LLMError as exc:
+                yield "error", {"status": exc.status, "detail": str(exc)}
+                return
+        else:
+            answer = self.composer.compose(retrieval.query, retrieval.bundle)
+            for i, sentence in enumerate(_sentences(answer.text)):
+                yield "delta", ("" if i == 0 else " ") + sentence
+        assert answer is not None
+        timings["answer"] = time.perf_counter() - t
+        yield "answer", self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
+
+
+def _sentences(text: str) -> list[str]:
+    """The composer's sentences (each ends with its citation bracket and a full stop)."""
+    return [s for s in re.split(r"(?<=\]\.)\s+|(?<=\])\s+(?=[A-Z])", text) if s] or [text]

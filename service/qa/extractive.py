@@ -1,0 +1,136 @@
+"""The offline answer path: an extractive composer that states the best-supported knowledge-graph
+facts and quotes the best-supported literature sentences, every sentence cited, and abstains when
+nothing in the evidence reaches the support floor. It writes no sentence of its own beyond joining
+facts ("Marfan syndrome has phenotype Arachnodactyly [KG:...], Ectopia lentis [KG:...] ...").
+
+Support: a fact counts when its cosine to the question (see :mod:`kg.retrieval.facts`) reaches
+``fact_floor`` or it lies on a path between two entities of the question; a passage counts when
+its cosine reaches ``passage_floor`` and one of its sentences shares a content word with the
+question.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import bm25s
+import Stemmer
+
+from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
+from kg.retrieval.facts import relation_phrase
+from service.qa.answer import Answer
+
+__all__ = ["ExtractiveComposer", "split_sentences"]
+
+_ABBREV = r"(?<!\be\.g)(?<!\bi\.e)(?<!\bet al)(?<!\bvs)(?<!\bFig)(?<!\bDr)(?<!\bNo)"
+_SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+@dataclass
+class _Group:
+    anchor: str
+    phrase: str
+    items: list[tuple[str, EvidenceItem]] = field(default_factory=list)  # (other end's name, fact)
+
+
+class ExtractiveComposer:
+    def __init__(
+        self,
+        fact_floor: float = 0.45,
+        passage_floor: float = 0.5,
+        max_groups: int = 3,
+        facts_per_group: int = 8,
+        max_sentences: int = 3,
+    ) -> None:
+        self.fact_floor = fact_floor
+        self.passage_floor = passage_floor
+        self.max_groups = max_groups
+        self.facts_per_group = facts_per_group
+        self.max_sentences = max_sentences
+        self._stemmer = Stemmer.Stemmer("english")
+
+    def _terms(self, text: str) -> set[str]:
+        return set(
+            bm25s.tokenize([text], stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False)[0]
+        )
+
+    # ---- knowledge-graph facts ----------------------------------------------------------------
+    def _fact_sentences(self, facts: list[EvidenceItem]) -> list[str]:
+        groups: dict[tuple[str, str, bool, bool], _Group] = {}
+        for f in facts:
+            m = f.meta
+            inverse = m["object"] == m["seed"] and m["subject"] != m["seed"]
+            anchor = m["object_name"] if inverse else m["subject_name"]
+            other = m["subject_name"] if inverse else m["object_name"]
+            key = (m["object"] if inverse else m["subject"], m["type"], inverse, m["negated"])
+            if key not in groups:
+                if len(groups) >= self.max_groups:
+                    continue
+                phrase = relation_phrase(m["type"], inverse=inverse)
+                if m["negated"]:
+                    phrase = (
+                        ("does not have " + phrase[4:]) if phrase.startswith("has ") else "is recorded as NOT " + phrase
+                    )
+                groups[key] = _Group(anchor or key[0], phrase)
+            group = groups[key]
+            if len(group.items) < self.facts_per_group:
+                group.items.append((other or (m["subject"] if inverse else m["object"]), f))
+        sentences = []
+        for g in groups.values():
+            parts = [f"{name} [{f.id}]" for name, f in g.items]
+            sentences.append(f"{g.anchor} {g.phrase} {_join(parts)}.")
+        return sentences
+
+    # ---- literature ---------------------------------------------------------------------------
+    def _literature_sentences(self, question: str, passages: list[EvidenceItem]) -> list[tuple[str, EvidenceItem]]:
+        q = self._terms(question)
+        chosen: list[tuple[float, str, EvidenceItem]] = []
+        for p in passages:
+            if p.score < self.passage_floor:
+                continue
+            best: tuple[float, str] | None = None
+            for s in split_sentences(p.text):
+                if p.title and s == p.title.strip():
+                    continue  # the title is shown with the citation
+                overlap = len(q & self._terms(s)) / max(len(q), 1)
+                if overlap > 0 and (best is None or overlap > best[0]):
+                    best = (overlap, s)
+            if best:
+                chosen.append((best[0] + p.score, best[1], p))
+        chosen.sort(key=lambda c: -c[0])
+        return [(s, p) for _, s, p in chosen[: self.max_sentences]]
+
+    def compose(self, question: str, bundle: EvidenceBundle) -> Answer:
+        facts = [f for f in bundle.of_kind("kg") if f.meta.get("on_path") or f.score >= self.fact_floor]
+        quoted = self._literature_sentences(question, bundle.of_kind("passage"))
+        sentences = self._fact_sentences(facts)
+        sentences += [f"{s.rstrip()} [{p.id}]" for s, p in quoted]
+        if not sentences:
+            best = max((i.score for i in bundle), default=0.0)
+            return Answer(
+                text=(
+                    "Insufficient evidence: nothing in the knowledge graph or the indexed literature reaches the "
+                    f"support floor for this question (best match {best:.2f})."
+                ),
+                cited=[],
+                confidence=0.0,
+                insufficient_evidence=True,
+                mode="extractive",
+            )
+        cited = list(
+            dict.fromkeys([*(f.id for f in facts if f"[{f.id}]" in " ".join(sentences)), *(p.id for _, p in quoted)])
+        )
+        support = [i.score for i in bundle if i.id in cited]
+        confidence = round(min(1.0, max(0.0, sum(support) / len(support))), 3) if support else 0.0
+        return Answer(
+            text=" ".join(sentences), cited=cited, confidence=confidence, insufficient_evidence=False, mode="extractive"
+        )

@@ -1,0 +1,288 @@
+"""The API's security and error layer end to end: keys, open mode, size and rate limits, CORS, error shape."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from kg.settings import load_settings
+from service.api.app import create_app
+from service.api.security import RateLimiter, is_loopback, startup_warning
+from service.container import Container
+
+KEY = "medkg-test-key-5f1c2a"
+OTHER_KEY = "medkg-other-key-9b3d"
+LOCAL = ("127.0.0.1", 50000)
+REMOTE = ("203.0.113.7", 50000)
+
+
+def make_app(tmp_path: Path, **overrides: Any) -> FastAPI:
+    options: dict[str, Any] = {"api_keys": None, "cors_origins": ""} | overrides
+    settings = load_settings(data_dir=tmp_path, ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2, **options)
+    return create_app(container=Container(settings))
+
+
+@pytest.fixture
+def keyed(tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(make_app(tmp_path, api_keys=f"{KEY},{OTHER_KEY}"), client=REMOTE) as c:
+        yield c
+
+
+def assert_error(r: Any, status: int, code: str) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert body["error"] == code and body["status"] == status and "detail" in body
+    return body
+
+
+def test_a_key_is_required(keyed: TestClient) -> None:
+    missing = keyed.get("/v1/stats")
+    assert_error(missing, 401, "unauthorized")
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    assert "X-API-Key" in missing.json()["detail"]
+    for headers in ({"Authorization": "Bearer wrong"}, {"X-API-Key": "wrong"}, {"Authorization": f"Basic {KEY}"}):
+        r = keyed.get("/v1/stats", headers=headers)
+        assert_error(r, 401, "unauthorized")
+        assert r.headers["WWW-Authenticate"] == "Bearer"
+    assert keyed.get("/v1/stats", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+    assert keyed.get("/v1/stats", headers={"authorization": f"bearer {OTHER_KEY}"}).status_code == 200
+    assert keyed.get("/v1/stats", headers={"X-API-Key": KEY}).status_code == 200
+
+
+def test_health_and_docs_need_no_key(keyed: TestClient) -> None:
+    assert keyed.get("/healthz").status_code == 200
+    spec = keyed.get("/openapi.json")
+    assert spec.status_code == 200
+    assert set(spec.json()["components"]["securitySchemes"]) == {"bearerKey", "headerKey"}
+    assert keyed.get("/docs").status_code == 200
+
+
+def test_a_key_configured_as_its_digest(tmp_path: Path) -> None:
+    digest = hashlib.sha256(KEY.encode()).hexdigest()
+    with TestClient(make_app(tmp_path, api_keys=f"sha256:{digest.upper()}"), client=REMOTE) as c:
+        assert c.get("/v1/stats", headers={"X-API-Key": KEY}).status_code == 200
+        assert c.get("/v1/stats", headers={"X-API-Key": f"sha256:{digest}"}).status_code == 401
+        assert c.get("/v1/stats", headers={"X-API-Key": digest}).status_code == 401
+
+
+def _everything_in(obj: Any, seen: set[int] | None = None) -> Iterator[str]:
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    yield repr(obj)
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _everything_in(k, seen)
+            yield from _everything_in(v, seen)
+    elif isinstance(obj, list | tuple | set | frozenset):
+        for v in obj:
+            yield from _everything_in(v, seen)
+    elif hasattr(obj, "__dict__"):
+        yield from _everything_in(vars(obj), seen)
+
+
+def test_only_digests_are_kept(tmp_path: Path) -> None:
+    app = make_app(tmp_path, api_keys=KEY)
+    state = app.state.security
+    kept = list(_everything_in(state))
+    assert not any(KEY in text for text in kept)
+    assert state.keys.digests == (hashlib.sha256(KEY.encode()).hexdigest(),)
+    assert KEY not in repr(state) and KEY not in repr(state.keys)
+
+
+def test_open_mode_serves_loopback_only(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    with TestClient(app, client=LOCAL) as local:
+        assert local.get("/v1/stats").status_code == 200
+    with TestClient(app, client=("::1", 50000)) as local6:
+        assert local6.get("/v1/stats").status_code == 200
+    with TestClient(app, client=REMOTE) as remote:
+        r = remote.get("/v1/stats")
+        assert_error(r, 403, "forbidden")
+        assert "MEDKG_API_KEYS" in r.json()["detail"]
+        assert remote.get("/v1/stats", headers={"X-API-Key": "anything"}).status_code == 403
+        assert remote.get("/healthz").status_code == 200
+    # TestClient's default client host "testclient" counts as local (no real server reports it).
+    with TestClient(app) as default:
+        assert default.get("/v1/stats").status_code == 200
+
+
+def test_loopback_addresses() -> None:
+    for host in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "::ffff:127.0.0.1", "localhost"):
+        assert is_loopback(host), host
+    for host in ("0.0.0.0", "10.0.0.1", "203.0.113.7", "::", "example.org", "", None):
+        assert not is_loopback(host), host
+
+
+def test_open_mode_is_announced_at_startup(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="medkg.api"):
+        with TestClient(make_app(tmp_path, api_host="0.0.0.0"), client=LOCAL):
+            pass
+    warnings = [r for r in caplog.records if r.name == "medkg.api" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "MEDKG_API_KEYS" in warnings[0].getMessage() and "0.0.0.0" in warnings[0].getMessage()
+    err = capsys.readouterr().err
+    assert "MEDKG_API_KEYS is not set" in err and "0.0.0.0" in err
+
+
+def test_startup_warning_text() -> None:
+    local = startup_warning(load_settings(api_keys=None, api_host="127.0.0.1"))
+    assert local is not None and "loopback" in local and "binds to" not in local
+    assert startup_warning(load_settings(api_keys=KEY, api_host="0.0.0.0")) is None
+
+
+def test_oversize_bodies_get_413(tmp_path: Path) -> None:
+    with TestClient(make_app(tmp_path, api_keys=KEY, max_request_bytes=1024), client=REMOTE) as c:
+        auth = {"X-API-Key": KEY, "content-type": "application/json"}
+        r = c.post("/v1/differential", content=b"x" * 2000, headers=auth)
+        assert_error(r, 413, "payload_too_large")
+        assert "1024" in r.json()["detail"]
+
+        sent: list[int] = []
+
+        def chunks(n: int) -> Iterator[bytes]:
+            for _ in range(n):
+                sent.append(1)
+                yield b" " * 512
+
+        r = c.post("/v1/differential", content=chunks(4), headers=auth)
+        assert_error(r, 413, "payload_too_large")
+        # Under the limit, a chunked body reaches the app (and here fails as JSON).
+        r = c.post("/v1/differential", content=chunks(1), headers=auth)
+        assert_error(r, 422, "validation_error")
+
+
+def test_malformed_json_and_invalid_fields_get_structured_422(keyed: TestClient) -> None:
+    auth = {"X-API-Key": KEY}
+    r = keyed.post("/v1/differential", content=b"{not json", headers=auth | {"content-type": "application/json"})
+    body = assert_error(r, 422, "validation_error")
+    assert isinstance(body["detail"], str) and "not valid JSON" in body["detail"]
+    r = keyed.post("/v1/differential", json={"top_k": 0}, headers=auth)
+    body = assert_error(r, 422, "validation_error")
+    assert isinstance(body["detail"], list) and body["detail"][0]["loc"][-1] == "top_k"
+    r = keyed.get("/v1/entities/nonsense", headers=auth)
+    assert_error(r, 422, "validation_error")
+
+
+def test_other_errors_share_the_shape(tmp_path: Path) -> None:
+    app = make_app(tmp_path, api_keys=KEY)
+
+    def boom() -> None:
+        raise RuntimeError("password=hunter2 in the stack")
+
+    app.add_api_route("/v1/boom", boom)
+    with TestClient(app, client=REMOTE, raise_server_exceptions=False) as c:
+        auth = {"X-API-Key": KEY}
+        assert_error(c.get("/v1/no-such-route", headers=auth), 404, "not_found")
+        assert_error(c.delete("/v1/stats", headers=auth), 405, "method_not_allowed")
+        r = c.get("/v1/boom", headers=auth)
+        body = assert_error(r, 500, "internal_error")
+        assert body["detail"] == "internal error" and "hunter2" not in r.text
+
+
+def test_rate_limit_per_caller(tmp_path: Path) -> None:
+    app = make_app(tmp_path, api_keys=f"{KEY},{OTHER_KEY}", rate_limit_per_minute=3)
+    with TestClient(app, client=REMOTE) as c:
+        first = {"X-API-Key": KEY}
+        assert [c.get("/v1/stats", headers=first).status_code for _ in range(3)] == [200, 200, 200]
+        r = c.get("/v1/stats", headers=first)
+        assert_error(r, 429, "rate_limited")
+        assert 1 <= int(r.headers["Retry-After"]) <= 20
+        assert c.get("/v1/stats", headers={"X-API-Key": OTHER_KEY}).status_code == 200  # its own bucket
+        assert all(c.get("/healthz").status_code == 200 for _ in range(5))  # probes are exempt
+        # Failed attempts draw on the client address's bucket, so key guessing is slowed.
+        wrong = {"X-API-Key": "guess"}
+        assert [c.get("/v1/stats", headers=wrong).status_code for _ in range(4)] == [401, 401, 401, 429]
+
+
+def test_token_bucket_refills_continuously() -> None:
+    now = [0.0]
+    limiter = RateLimiter(60, clock=lambda: now[0])
+    assert all(limiter.acquire("a") == 0.0 for _ in range(60))
+    assert limiter.acquire("a") == pytest.approx(1.0)
+    assert limiter.acquire("b") == 0.0
+    now[0] += 0.5
+    assert limiter.acquire("a") == pytest.approx(0.5)
+    now[0] += 0.5
+    assert limiter.acquire("a") == 0.0
+    assert RateLimiter(0).acquire("a") == 0.0
+
+
+def test_cors_only_when_configured(tmp_path: Path) -> None:
+    origin = "https://ui.example"
+    preflight = {
+        "Origin": origin,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type",
+    }
+    with TestClient(make_app(tmp_path / "a", api_keys=KEY, cors_origins=origin), client=REMOTE) as c:
+        r = c.options("/v1/differential", headers=preflight)
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == origin
+        assert "POST" in r.headers["access-control-allow-methods"]
+        assert "authorization" in r.headers["access-control-allow-headers"].lower()
+        simple = c.get("/v1/stats", headers={"Origin": origin, "X-API-Key": KEY})
+        assert simple.headers["access-control-allow-origin"] == origin
+        refused = c.get("/v1/stats", headers={"Origin": origin})
+        assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == origin
+        other = c.get("/v1/stats", headers={"Origin": "https://evil.example", "X-API-Key": KEY})
+        assert "access-control-allow-origin" not in other.headers
+    with TestClient(make_app(tmp_path / "b", api_keys=KEY), client=REMOTE) as c:
+        r = c.options("/v1/differential", headers=preflight)
+        assert "access-control-allow-origin" not in r.headers
+        r = c.get("/v1/stats", headers={"Origin": origin, "X-API-Key": KEY})
+        assert r.status_code == 200 and "access-control-allow-origin" not in r.headers
+
+
+def test_body_limit_counts_chunks_as_they_arrive_and_leaves_streams_alone() -> None:
+    import asyncio
+
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+
+    from service.api.security import BodySizeLimitMiddleware
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        await Request(scope, receive).body()
+
+        async def parts() -> Any:
+            for n in range(3):
+                yield f"part{n};".encode()
+
+        await StreamingResponse(parts())(scope, receive, send)
+
+    def run(chunks: list[bytes]) -> tuple[list[dict[str, Any]], int]:
+        pending = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+        taken = 0
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal taken
+            if not pending:  # like a server: nothing more until the client disconnects
+                await asyncio.Event().wait()
+            taken += 1
+            return pending.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/", "headers": [], "query_string": b""}
+        asyncio.run(BodySizeLimitMiddleware(inner, max_bytes=1024)(scope, receive, send))
+        return sent, taken
+
+    sent, taken = run([b"x" * 600] * 5)
+    assert sent[0]["status"] == 413 and taken == 2  # stopped reading at the chunk that passed the limit
+    assert b'"payload_too_large"' in sent[1]["body"]
+    sent, _ = run([b"x" * 600])
+    assert sent[0]["status"] == 200
+    assert [m["body"] for m in sent[1:] if m.get("body")] == [b"part0;", b"part1;", b"part2;"]

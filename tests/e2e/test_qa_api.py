@@ -1,0 +1,301 @@
+"""Question answering over HTTP on both backends: the real app, real stores, real FAISS/BM25 and the
+real embedding model; the LLM path against a local OpenAI-compatible server (tests/llm_server.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ingest.pubmed.load import PubmedLoader
+from ingest.pubmed.model import Article, Section
+from kg.graph.base import BaseGraphStore
+from kg.model import Entity, Relation
+from kg.settings import load_settings
+from service.api.app import create_app
+from service.container import Container
+from tests.conftest import open_ladybug
+from tests.llm_server import FakeLLMServer, Reply
+
+ENTITIES = [
+    Entity(id="OMIM:154700", name="Marfan syndrome", category="Disease", xrefs=["ORPHA:558"]),
+    Entity(id="ORPHA:558", name="Marfan syndrome", category="Disease"),
+    Entity(id="HP:0001166", name="Arachnodactyly", category="Phenotype", synonyms=["Long, slender fingers"]),
+    Entity(id="HP:0001083", name="Ectopia lentis", category="Phenotype", synonyms=["Lens dislocation"]),
+    Entity(id="HP:0002616", name="Aortic root aneurysm", category="Phenotype", synonyms=["aortic dilatation"]),
+    Entity(id="HP:0000545", name="Myopia", category="Phenotype", synonyms=["Nearsightedness"]),
+    Entity(id="DOID:1826", name="epilepsy", category="Disease"),
+    Entity(id="DRUGBANK:DB00313", name="Valproic acid", category="Drug"),
+    Entity(id="DRUGBANK:DB00555", name="Lamotrigine", category="Drug"),
+    Entity(id="DRUGBANK:DB00678", name="Losartan", category="Drug"),
+    Entity(id="NCBIGene:2200", name="FBN1", category="Gene", synonyms=["fibrillin 1"]),
+]
+PHENO = {"HP:0001166": "HP:0040281", "HP:0001083": "HP:0040282", "HP:0002616": "HP:0040281", "HP:0000545": None}
+RELATIONS = [
+    *(
+        Relation(
+            subject="OMIM:154700",
+            type="HAS_PHENOTYPE",
+            object=hp,
+            source="hpo",
+            evidence={"pmids": ["20591885"], "frequency": freq} if freq else {},
+        )
+        for hp, freq in PHENO.items()
+    ),
+    Relation(subject="OMIM:154700", type="SAME_AS", object="ORPHA:558", source="xref"),
+    Relation(subject="NCBIGene:2200", type="ASSOCIATED_WITH", object="OMIM:154700", source="hpo"),
+    Relation(subject="DRUGBANK:DB00313", type="TREATS", object="DOID:1826", source="pharmacotherapydb"),
+    Relation(subject="DRUGBANK:DB00555", type="TREATS", object="DOID:1826", source="pharmacotherapydb"),
+    Relation(subject="DRUGBANK:DB00678", type="TREATS", object="ORPHA:558", source="trial"),
+]
+ARTICLES = [
+    Article(
+        pmid="20591885",
+        title="The revised Ghent nosology for the Marfan syndrome.",
+        sections=[
+            Section(
+                text="In the revised Ghent nosology, aortic root aneurysm and ectopia lentis are the cardinal "
+                "clinical features of Marfan syndrome. Systemic features such as arachnodactyly add to the score."
+            )
+        ],
+        year=2010,
+    ),
+    Article(
+        pmid="24102121",
+        title="Losartan versus atenolol in children with Marfan syndrome.",
+        sections=[Section(text="Losartan slowed the rate of aortic root dilatation in children with Marfan syndrome.")],
+        year=2014,
+    ),
+    Article(
+        pmid="30000001",
+        title="Valproate in generalized epilepsy.",
+        sections=[Section(text="Valproic acid remains effective for generalized epilepsy in adults.")],
+        year=2018,
+    ),
+]
+
+
+def _build(container: Container) -> None:
+    g = container.graph
+    g.upsert_entities(ENTITIES)
+    g.upsert_relations(RELATIONS)
+    container.entity_index.update(g, progress=False)
+    PubmedLoader(g, container.text_index, container.nlp, container.linker, progress=False).load(ARTICLES)
+
+
+@pytest.fixture(scope="module", params=["ladybug", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def app_container(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
+    tmp: Path = tmp_path_factory.mktemp(f"qa-{request.param}")
+    store: BaseGraphStore
+    if request.param == "ladybug":
+        store = open_ladybug(tmp)
+    else:
+        store = request.getfixturevalue("_neo4j_store")
+        store.clear()
+    settings = load_settings(data_dir=tmp, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
+    container = Container(settings, graph=store)
+    _build(container)
+    yield container
+    container.close()
+    if request.param == "ladybug":
+        store.close()
+    else:
+        store.clear()
+
+
+@pytest.fixture(scope="module")
+def client(app_container: Container) -> Iterator[TestClient]:
+    with TestClient(create_app(container=app_container)) as c:
+        yield c
+
+
+def _qa(client: TestClient, question: str, **body: object) -> dict:
+    r = client.post("/v1/qa", json={"question": question, **body})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_marfan_phenotypes_are_answered_with_hpo_facts_and_pmids(client: TestClient) -> None:
+    out = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?")
+    assert out["mode"] == "extractive" and not out["insufficient_evidence"]
+    cited = {c["id"]: c for c in out["citations"]}
+    assert "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166" in cited
+    assert any(re.fullmatch(r"PMID:20591885#s\d+", c) for c in cited)
+    fact = cited["KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"]
+    assert fact["kind"] == "kg" and "Arachnodactyly" in fact["text"] and "PMID:20591885" in fact["text"]
+    assert fact["url"] == "https://pubmed.ncbi.nlm.nih.gov/20591885/"
+    # every sentence of the answer carries a citation, and every inline id is listed
+    sentences = [s for s in re.split(r"(?<=\.)\s+(?=[A-Z])", out["answer"]) if s]
+    assert sentences and all("[" in s for s in sentences)
+    inline = {i.strip() for b in re.findall(r"\[([^\]]+)\]", out["answer"]) for i in b.split(";")}
+    assert inline == set(cited)
+    assert {"link", "embed", "graph_facts", "graph_rank", "text", "bundle", "answer", "total"} <= set(out["timings_ms"])
+    assert 0 < out["evidence"]["tokens"] <= out["evidence"]["budget"] == 1500
+    assert {e["id"] for e in out["linked_entities"]} >= {"OMIM:154700"}
+
+
+def test_drugs_that_treat_epilepsy_cite_the_indication_edges(client: TestClient) -> None:
+    out = _qa(client, "What drugs treat epilepsy?")
+    cited = {c["id"] for c in out["citations"]}
+    assert {"KG:DRUGBANK:DB00313-TREATS-DOID:1826", "KG:DRUGBANK:DB00555-TREATS-DOID:1826"} <= cited
+    assert "Valproic acid" in out["answer"] and "Lamotrigine" in out["answer"]
+
+
+def test_a_question_about_nothing_in_the_graph_abstains(client: TestClient) -> None:
+    out = _qa(client, "What is the capital of France?")
+    assert out["insufficient_evidence"] is True
+    assert out["citations"] == [] and out["confidence"] == 0.0
+    assert "[" not in out["answer"]
+
+
+def test_paths_between_linked_entities_are_returned_and_cited(client: TestClient) -> None:
+    out = _qa(client, "Is losartan used for Marfan syndrome?", options={"hops": 2})
+    assert out["kg_paths"], out
+    steps = [s for p in out["kg_paths"] for s in p["steps"]]
+    assert any(s["type"] == "TREATS" and s["citation"] == "KG:DRUGBANK:DB00678-TREATS-ORPHA:558" for s in steps)
+    assert "KG:DRUGBANK:DB00678-TREATS-ORPHA:558" in {c["id"] for c in out["citations"]}
+
+
+def test_token_budget_bounds_the_evidence(client: TestClient) -> None:
+    small = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", options={"budget": 100})
+    big = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", options={"budget": 3000})
+    assert small["evidence"]["tokens"] <= 100 < big["evidence"]["tokens"]
+    assert small["evidence"]["items"] < big["evidence"]["items"]
+
+
+def test_a_follow_up_in_a_session_is_expanded_with_its_entities(client: TestClient) -> None:
+    created = client.post("/v1/sessions")
+    assert created.status_code == 201
+    sid = created.json()["id"]
+    first = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", session_id=sid)
+    assert first["expanded_query"] == first["question"]
+    follow = _qa(client, "and what about its treatment?", session_id=sid)
+    assert "Marfan syndrome" in follow["expanded_query"] and follow["expanded_query"] != follow["question"]
+    assert "KG:DRUGBANK:DB00678-TREATS-ORPHA:558" in {c["id"] for c in follow["citations"]}
+    session = client.get(f"/v1/sessions/{sid}").json()
+    assert [t["question"] for t in session["turns"]] == [first["question"], follow["question"]]
+    memory = {m["key"]: m for m in session["memory"]}
+    assert memory["OMIM:154700"]["recalls"] >= 1  # recalled for the follow-up, so reinforced
+    assert client.get("/v1/sessions/AAAAAAAAAAAAAAAAAAAAAAAA").status_code == 404
+    assert client.post("/v1/qa", json={"question": "x", "session_id": "AAAAAAAAAAAAAAAAAAAAAAAA"}).status_code == 404
+    assert client.get("/v1/sessions/bad id!").status_code == 422
+
+
+def test_offline_answers_stream_as_server_sent_events(client: TestClient) -> None:
+    with client.stream("POST", "/v1/qa", json={"question": "What drugs treat epilepsy?", "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [
+            (m.group(1), json.loads(m.group(2)))
+            for m in re.finditer(r"event: (\w+)\ndata: (.*)\n\n", r.read().decode())
+        ]
+    names = [e for e, _ in events]
+    assert names[0] == "retrieval" and names[-1] == "answer" and "delta" in names
+    streamed = "".join(d["text"] for e, d in events if e == "delta")
+    assert streamed == events[-1][1]["answer"]
+
+
+def test_bad_requests_get_clear_errors(client: TestClient) -> None:
+    assert client.post("/v1/qa", content=b"{oops", headers={"content-type": "application/json"}).status_code == 422
+    assert client.post("/v1/qa", json={"question": ""}).status_code == 422
+    assert client.post("/v1/qa", json={"question": "x", "options": {"k": 0}}).status_code == 422
+    r = client.post("/v1/qa", json={"question": "epilepsy drugs", "options": {"mode": "llm"}})
+    assert r.status_code == 422 and "MEDKG_LLM_BASE_URL" in r.json()["detail"]
+
+
+def test_other_endpoints(client: TestClient) -> None:
+    hits = client.post("/v1/search", json={"q": "losartan aortic root dilatation", "k": 2}).json()
+    assert hits[0]["doc_id"] == "PMID:24102121"
+    paths = client.get("/v1/graph/paths", params={"source": "DRUGBANK:DB00678", "target": "OMIM:154700", "max_hops": 2})
+    assert paths.status_code == 200 and paths.json()[0]["nodes"][0]["id"] == "DRUGBANK:DB00678"
+    assert client.get("/v1/entities/HP:0001166").json()["name"] == "Arachnodactyly"
+    assert client.get("/v1/entities", params={"q": "ectopia lentis"}).json()[0]["id"] == "HP:0001083"
+    ready = client.get("/readyz")
+    for _ in range(100):
+        if ready.status_code == 200:
+            break
+        ready = client.get("/readyz")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
+    assert client.get("/openapi.json").json()["paths"]["/v1/qa"]["post"]
+
+
+# ---- the LLM path ------------------------------------------------------------------------------
+@pytest.fixture()
+def llm_client(app_container: Container) -> Iterator[tuple[TestClient, FakeLLMServer]]:
+    with FakeLLMServer() as llm:
+        settings = app_container.settings.model_copy(
+            update={"llm_base_url": llm.base_url, "llm_model": "fake-model", "llm_timeout_s": 1.0, "llm_max_retries": 1}
+        )
+        container = Container(settings, graph=app_container.graph)
+        for shared in ("text_embedder", "entity_index", "text_index", "nlp", "linker", "sessions"):
+            container.__dict__[shared] = getattr(app_container, shared)
+        with TestClient(create_app(container=container)) as c:
+            yield c, llm
+            for shared in ("text_index", "sessions"):  # the module's container closes these
+                container.__dict__.pop(shared)
+
+
+def test_llm_answers_are_checked_and_a_fabricated_citation_is_dropped(
+    llm_client: tuple[TestClient, FakeLLMServer],
+) -> None:
+    client, llm = llm_client
+
+    def answer(body: dict) -> dict:
+        evidence = body["messages"][-1]["content"]
+        real = "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"
+        assert f"[{real}]" in evidence and "knowledge graph" in body["messages"][0]["content"].lower()
+        return {
+            "answer": f"Marfan syndrome features arachnodactyly [{real}] and cured baldness [PMID:99999999#s1].",
+            "citations": [real, "PMID:99999999#s1"],
+            "confidence": 0.8,
+            "insufficient_evidence": False,
+        }
+
+    llm.handler = answer
+    out = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?")
+    assert out["mode"] == "llm"
+    assert out["dropped_citations"] == ["PMID:99999999#s1"]
+    assert "99999999" not in out["answer"] and [c["id"] for c in out["citations"]] == [
+        "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"
+    ]
+    assert llm.requests[-1].body["response_format"]["type"] == "json_schema"
+
+
+def test_llm_failures_are_502_and_504(llm_client: tuple[TestClient, FakeLLMServer]) -> None:
+    client, llm = llm_client
+    llm.enqueue(Reply.error(500), Reply.error(500))
+    r = client.post("/v1/qa", json={"question": "What drugs treat epilepsy?"})
+    assert r.status_code == 502 and r.json()["error"] == "bad_gateway" and "HTTP 500" in r.json()["detail"]
+    llm.enqueue(Reply.raw("not json at all"))
+    assert client.post("/v1/qa", json={"question": "What drugs treat epilepsy?"}).status_code == 502
+    llm.enqueue(Reply.json({"answer": "x"}, delay_s=3), Reply.json({"answer": "x"}, delay_s=3))
+    r = client.post("/v1/qa", json={"question": "What drugs treat epilepsy?"})
+    assert r.status_code == 504 and r.json()["error"] == "gateway_timeout"
+    offline = client.post("/v1/qa", json={"question": "What drugs treat epilepsy?", "options": {"mode": "extractive"}})
+    assert offline.status_code == 200 and offline.json()["mode"] == "extractive"
+
+
+def test_llm_answers_stream(llm_client: tuple[TestClient, FakeLLMServer]) -> None:
+    client, llm = llm_client
+    fact = "KG:DRUGBANK:DB00313-TREATS-DOID:1826"
+    content = {
+        "answer": f'Valproic acid treats epilepsy [{fact}] and "cures" it [KG:MADE-UP-ID].',
+        "citations": [fact],
+        "confidence": 0.7,
+        "insufficient_evidence": False,
+    }
+    llm.enqueue(Reply(content=json.dumps(content), chunk_chars=5))
+    with client.stream("POST", "/v1/qa", json={"question": "What drugs treat epilepsy?", "stream": True}) as r:
+        assert r.status_code == 200
+        events = [
+            (m.group(1), json.loads(m.group(2)))
+            for m in re.finditer(r"event: (\w+)\ndata: (.*)\n\n", r.read().decode())
+        ]
+    deltas = [d["text"] for e, d in events if e == "delta"]
+    assert len(deltas) > 5 and "".join(deltas) == content["answer"]
+    final = events[-1][1]
+    assert events[-1][0] == "answer" and final["dropped_citations"] == ["KG:MADE-UP-ID"]
+    assert final["answer"] == f'Valproic acid treats epilepsy [{fact}] and "cures" it.'
