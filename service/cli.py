@@ -289,17 +289,57 @@ def paths(
 
 
 @app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="A clinical question.")],
+    session: Annotated[
+        str | None, typer.Option("--session", help="A session id to continue, or 'new' to start one.")
+    ] = None,
+    k: Annotated[int, typer.Option(min=1, max=50, help="Passages at most.")] = 8,
+    hops: Annotated[int, typer.Option(min=0, max=4, help="Longest path between linked entities.")] = 2,
+    mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
+    budget: Annotated[int | None, typer.Option(min=100, max=16000, help="Tokens of evidence at most.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question from the knowledge graph and the literature, every statement cited."""
+    from service.qa.engine import QAOptions, UnknownSession
+    from service.qa.llm import LLMError
+    from service.qa.render import print_answer
+
+    if mode not in ("auto", "extractive", "llm"):
+        raise fail(f"--mode must be auto, extractive or llm, not {mode!r}")
+    with container() as c:
+        session_id = c.sessions.create().id if session == "new" else session
+        try:
+            r = c.qa.ask(question, session_id, QAOptions(k=k, hops=hops, mode=mode, budget=budget))  # type: ignore[arg-type]
+        except UnknownSession:
+            raise fail(f"no session {session_id!r} (unknown or expired): start one with --session new") from None
+        except LLMError as exc:
+            raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
+
+    def render(_: Any) -> None:
+        print_answer(out, r)
+        if session_id:
+            err.print(f"session: {session_id}")
+
+    emit(r.model_dump(mode="json"), as_json, render)
+
+
+@app.command()
 def demo(
     shared_data: Annotated[Path | None, typer.Option(help="The shared data folder (default: ../shared/data).")] = None,
     embed: Annotated[bool, typer.Option("--embed/--no-embed", help="Build the entity vector index.")] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
+    serve_after: Annotated[bool, typer.Option("--serve/--no-serve", help="Serve the API afterwards.")] = True,
 ) -> None:
-    """Load HPO (and, where present, Disease Ontology + PharmacotherapyDB), index, and show answers."""
+    """Load HPO (and, where present, Disease Ontology, PharmacotherapyDB and PubMed abstracts), index,
+    answer three clinical questions with citations, then serve the API."""
     from service.demo import demo as run_demo
     from service.demo import find_shared_data
 
     with container() as c:
         run_demo(c, find_shared_data(shared_data), embed=embed, progress=progress)
+    if serve_after:
+        serve(host=None, port=None)
 
 
 @app.command()
@@ -316,7 +356,11 @@ def serve(
         settings = load_settings()
     except SettingsError as exc:
         raise fail(str(exc)) from None
-    uvicorn.run(create_app(settings), host=host or settings.api_host, port=port or settings.api_port, log_level="info")
+    settings = settings.model_copy(
+        update={"api_host": host or settings.api_host, "api_port": port or settings.api_port}
+    )
+    out.print(f"serving on http://{settings.api_host}:{settings.api_port} (docs at /docs, readiness at /readyz)")
+    uvicorn.run(create_app(settings, warm=True), host=settings.api_host, port=settings.api_port, log_level="info")
 
 
 eval_app = typer.Typer(help="Evaluations on the configured store.", no_args_is_help=True)

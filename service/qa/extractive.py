@@ -23,7 +23,7 @@ from service.qa.answer import Answer
 
 __all__ = ["ExtractiveComposer", "split_sentences"]
 
-_ABBREV = r"(?<!\be\.g)(?<!\bi\.e)(?<!\bet al)(?<!\bvs)(?<!\bFig)(?<!\bDr)(?<!\bNo)"
+_ABBREV = r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bet al\.)(?<!\bvs\.)(?<!\bFig\.)(?<!\bDr\.)(?<!\bNo\.)"
 _SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
 
 

@@ -1,0 +1,82 @@
+"""The QA pieces that need no store: citation checking, the streamed-answer extractor, the token
+budget, sentence splitting and source URLs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kg.curie import source_url
+from kg.retrieval.evidence import EvidenceItem, fact_citation_id, fill_budget
+from service.qa.citations import check_citations, inline_ids
+from service.qa.extractive import split_sentences
+from service.qa.llm import AnswerTextStream
+
+
+def test_unknown_citations_are_removed_from_text_and_list_and_reported() -> None:
+    allowed = {"KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166", "PMID:7#s2"}
+    text = (
+        "Arachnodactyly [KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166; PMID:9#s1]. "
+        "Baldness [PMID:99999999#s1]. Lens [PMID:7#s2]. Quoted [sic]."
+    )
+    r = check_citations(text, ["PMID:8#s3", "[PMID:7#s2]"], allowed)
+    assert (
+        r.text == "Arachnodactyly [KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166]. Baldness. Lens [PMID:7#s2]. Quoted [sic]."
+    )
+    assert r.cited == ["KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166", "PMID:7#s2"]
+    assert r.dropped == ["PMID:9#s1", "PMID:99999999#s1", "PMID:8#s3"]
+    assert inline_ids(text)[:2] == ["KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166", "PMID:9#s1"]
+
+
+def test_a_fully_supported_answer_is_unchanged() -> None:
+    r = check_citations("A [PMID:1#s0], B [PMID:2#s1].", [], {"PMID:1#s0", "PMID:2#s1"})
+    assert r.text == "A [PMID:1#s0], B [PMID:2#s1]." and r.dropped == []
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
+def test_answer_text_is_pulled_out_of_json_arriving_in_pieces(size: int) -> None:
+    answer = 'Line one "quoted" \\ back\nnew line, caf\u00e9 \u2014 done [KG:A-B-C].'
+    payload = json.dumps({"answer": answer, "citations": ["KG:A-B-C"], "confidence": 0.5})
+    stream = AnswerTextStream()
+    pieces = [stream.feed(payload[i : i + size]) for i in range(0, len(payload), size)]
+    assert "".join(pieces) == answer and stream.done and json.loads(stream.buffer)["answer"] == answer
+
+
+def test_answer_stream_with_the_key_later_in_the_object() -> None:
+    stream = AnswerTextStream()
+    payload = '{"citations": [], "answer": "short"}'
+    assert "".join(stream.feed(ch) for ch in payload) == "short"
+
+
+def _item(i: int, tokens: int, kind: str = "kg") -> EvidenceItem:
+    return EvidenceItem(id=f"{kind}{i}", kind=kind, text="x", title=None, url=None, score=1.0, tokens=tokens)  # type: ignore[arg-type]
+
+
+def test_budget_takes_items_in_rounds_and_skips_what_does_not_fit() -> None:
+    facts = [_item(i, 10) for i in range(6)]
+    passages = [_item(i, 100, "passage") for i in range(3)]
+    b = fill_budget([facts, passages], budget=245, per_round=[3, 1])
+    assert [i.id for i in b] == ["kg0", "kg1", "kg2", "passage0", "kg3", "kg4", "kg5"]
+    assert b.tokens == 160 and b.dropped_for_budget == 2
+    b = fill_budget([facts, passages], budget=1000, per_round=[3, 1])
+    assert [i.id for i in b][3:5] == ["passage0", "kg3"] and len(b) == 9 and b.dropped_for_budget == 0
+    assert fill_budget([facts], budget=0).items == []
+    with pytest.raises(ValueError):
+        fill_budget([facts, passages], budget=10, per_round=[1])
+
+
+def test_sentences_split_on_ends_not_on_abbreviations() -> None:
+    text = "Losartan (e.g. 50 mg) slowed dilatation vs. atenolol. Smith et al. agreed. 3 cases were excluded."
+    assert split_sentences(text) == [
+        "Losartan (e.g. 50 mg) slowed dilatation vs. atenolol.",
+        "Smith et al. agreed.",
+        "3 cases were excluded.",
+    ]
+
+
+def test_citation_ids_and_source_urls() -> None:
+    assert fact_citation_id("OMIM:154700", "HAS_PHENOTYPE", "HP:0001166") == "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"
+    assert source_url("PMID:31675180#s4") == "https://pubmed.ncbi.nlm.nih.gov/31675180/"
+    assert source_url("DRUGBANK:DB00945") == "https://go.drugbank.com/drugs/DB00945"
+    assert source_url("NOPE:1") is None and source_url("not a curie") is None
