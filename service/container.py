@@ -129,6 +129,7 @@ class Container:
             self.text_index,
             self.text_embedder,
             search_floor=self.settings.search_floor,
+            phenotypes=lambda: self.phenotype_index,
         )
 
     @cached_property

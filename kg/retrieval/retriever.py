@@ -3,21 +3,35 @@ paths, search passages, merge everything into one evidence bundle within a token
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from kg.curie import source_url
+from kg.differential import Candidate, PhenotypeIndex
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
 from kg.model import TEXT_CATEGORIES, Entity, GraphPath
-from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fill_budget
+from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.text_index import SearchHit, TextIndex
 
-__all__ = ["LinkedEntity", "Retrieval", "Retriever", "passage_evidence"]
+__all__ = ["LinkedEntity", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis"]
+
+# A question that lists phenotypes and asks what the patient has goes to the differential ranking.
+_DIAGNOSIS_CUE = re.compile(
+    r"\b(diagnos\w*|differential|(which|what) (\w+ )?(diseases?|disorders?|syndromes?|conditions?)|could (this|it) be"
+    r"|likely cause|underlying cause|presents? with|presenting with)\b",
+    re.IGNORECASE,
+)
+DIFFERENTIAL_MIN_TERMS = 2
+
+
+def asks_for_diagnosis(question: str) -> bool:
+    return _DIAGNOSIS_CUE.search(question) is not None
 
 
 @dataclass(frozen=True)
@@ -38,6 +52,7 @@ class Retrieval:
     paths: list[GraphPath]
     entities: dict[str, Entity]  # names of everything the bundle and the paths mention
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    differential: list[Candidate] = field(default_factory=list)  # when the question asked for a diagnosis
 
 
 def passage_evidence(hit: SearchHit) -> EvidenceItem:
@@ -63,7 +78,13 @@ class Retriever:
         search_floor: float = 0.25,
         fact_floor: float = 0.3,
         facts_per_passage: int = 3,
+        phenotypes: Callable[[], PhenotypeIndex] | None = None,
+        differential_top: int = 5,
     ) -> None:
+        """``phenotypes``: gives the phenotype index (built on first use) for questions that list
+        phenotypes and ask for a diagnosis."""
+        self.phenotypes = phenotypes
+        self.differential_top = differential_top
         self.graph = graph
         self.linker = linker
         self.text_index = text_index
@@ -125,19 +146,88 @@ class Retriever:
         timings["text"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        differential, ddx_items = self._differential(query, linked, graph.entities)
+        if differential:
+            timings["differential"] = time.perf_counter() - t
+
+        t = time.perf_counter()
         facts = [
             GraphEvidence.evidence(f, graph.entities) for f in graph.facts if f.on_path or f.cosine >= self.fact_floor
         ]
         facts = facts[: 4 * max(k, 1)]
         passages = [passage_evidence(h) for h in hits]
-        counts = self.embedder.count_tokens([i.text for i in (*facts, *passages)])
+        everything = (*ddx_items, *facts, *passages)
+        counts = self.embedder.count_tokens([i.text for i in everything])
         sized = [
             EvidenceItem(**{**i.__dict__, "tokens": n})  # type: ignore[arg-type]
-            for i, n in zip((*facts, *passages), counts, strict=True)
+            for i, n in zip(everything, counts, strict=True)
         ]
-        fact_items, passage_items = sized[: len(facts)], sized[len(facts) :]
-        bundle = fill_budget([fact_items, passage_items], budget, per_round=[self.facts_per_passage, 1])
+        a, b = len(ddx_items), len(ddx_items) + len(facts)
+        lists, rounds = [sized[a:b], sized[b:]], [self.facts_per_passage, 1]
+        if ddx_items:
+            lists, rounds = [sized[:a], *lists], [len(ddx_items), *rounds]
+        bundle = fill_budget(lists, budget, per_round=rounds)
         timings["bundle"] = time.perf_counter() - t
         return Retrieval(
-            query=query, linked=linked, bundle=bundle, paths=graph.paths, entities=graph.entities, timings=timings
+            query=query,
+            linked=linked,
+            bundle=bundle,
+            paths=graph.paths,
+            entities=graph.entities,
+            timings=timings,
+            differential=differential,
         )
+
+    def _differential(
+        self, query: str, linked: list[LinkedEntity], entities: dict[str, Entity]
+    ) -> tuple[list[Candidate], list[EvidenceItem]]:
+        """Diseases ranked for the question's phenotypes; each candidate's evidence is the
+        ``HAS_PHENOTYPE`` facts of its own that matched (one item per fact, best match first)."""
+        if self.phenotypes is None or not asks_for_diagnosis(query):
+            return [], []
+        terms = list(dict.fromkeys(e.id for e in linked if e.id.startswith("HP:")))
+        if len(terms) < DIFFERENTIAL_MIN_TERMS:
+            return [], []
+        index = self.phenotypes()
+        observed, _ = index.known(terms)
+        if len(observed) < DIFFERENTIAL_MIN_TERMS:
+            return [], []
+        ranked = index.rank(observed, top_k=self.differential_top)
+        missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | set(observed)
+        entities.update(self.graph.get_entities(missing - entities.keys()))
+        name = {i: e.name for i, e in entities.items()}
+        items = []
+        for rank, c in enumerate(ranked, 1):
+            for q, term, similarity in sorted(c.matches, key=lambda m: -m[2]):
+                if similarity <= 0:
+                    continue
+                observed_as = "" if q == term else f" (observed: {name.get(q, q)})"
+                items.append(
+                    EvidenceItem(
+                        id=fact_citation_id(c.disease, "HAS_PHENOTYPE", term),
+                        kind="kg",
+                        text=(
+                            f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}{observed_as}; "
+                            f"differential rank {rank} of the diseases annotated in HPO for the observed phenotypes"
+                        ),
+                        title=f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}",
+                        url=source_url(c.pmids[0]) if c.pmids else source_url(c.disease),
+                        score=round(float(similarity), 4),
+                        meta={
+                            "subject": c.disease,
+                            "type": "HAS_PHENOTYPE",
+                            "object": term,
+                            "subject_name": name.get(c.disease),
+                            "object_name": name.get(term),
+                            "negated": False,
+                            "source": "differential",
+                            "pmids": c.pmids[:3],
+                            "seed": c.disease,
+                            "on_path": False,
+                            "ddx_rank": rank,
+                            "ddx_score": round(c.score, 4),
+                            "observed": q,
+                        },
+                    )
+                )
+        return ranked, items

@@ -72,6 +72,15 @@ class PathOut(BaseModel):
     steps: list[PathStep]
 
 
+class DifferentialOut(BaseModel):
+    rank: int
+    disease: str
+    name: str | None
+    score: float
+    matches: list[dict[str, Any]]  # observed, disease_term, similarity
+    genes: list[str]
+
+
 class EvidenceSummary(BaseModel):
     items: int
     tokens: int
@@ -93,6 +102,9 @@ class QAResponse(BaseModel):
     kg_paths: list[PathOut]
     expanded_query: str
     linked_entities: list[LinkedOut]
+    differential: list[DifferentialOut] = Field(
+        default_factory=list, description="When the question lists phenotypes and asks for a diagnosis."
+    )
     session_id: str | None
     evidence: EvidenceSummary
     timings_ms: dict[str, float]
@@ -206,6 +218,17 @@ class QAEngine:
             ],
             expanded_query=retrieval.query,
             linked_entities=[LinkedOut(**e.__dict__) for e in retrieval.linked],
+            differential=[
+                DifferentialOut(
+                    rank=i,
+                    disease=c.disease,
+                    name=names[c.disease].name if c.disease in names else None,
+                    score=round(c.score, 4),
+                    matches=[{"observed": q, "disease_term": t, "similarity": round(s, 4)} for q, t, s in c.matches],
+                    genes=c.genes[:10],
+                )
+                for i, c in enumerate(retrieval.differential, 1)
+            ],
             session_id=session_id,
             evidence=EvidenceSummary(
                 items=len(bundle),

@@ -109,10 +109,33 @@ class ExtractiveComposer:
         chosen.sort(key=lambda c: -c[0])
         return [(s, p) for _, s, p in chosen[: self.max_sentences]]
 
+    @staticmethod
+    def _differential_sentence(items: list[EvidenceItem]) -> str | None:
+        """ "Diseases ranked ...: 1. X (OMIM:1), with Seizure [KG:OMIM:1-HAS_PHENOTYPE-HP:...] ...; 2. Y ..."."""
+        by_rank: dict[int, list[EvidenceItem]] = {}
+        for item in items:
+            by_rank.setdefault(item.meta["ddx_rank"], []).append(item)
+        if not by_rank:
+            return None
+        parts = []
+        for rank in sorted(by_rank):
+            group = by_rank[rank]
+            disease = group[0].meta["subject_name"] or group[0].meta["subject"]
+            matched = _join([f"{i.meta['object_name'] or i.meta['object']} [{i.id}]" for i in group])
+            parts.append(f"{rank}. {disease} ({group[0].meta['subject']}), with {matched}")
+        lead = "Diseases ranked by similarity of their HPO annotations to the observed phenotypes: "
+        return lead + "; ".join(parts) + "."
+
     def compose(self, question: str, bundle: EvidenceBundle) -> Answer:
-        facts = [f for f in bundle.of_kind("kg") if f.meta.get("on_path") or f.score >= self.fact_floor]
+        ddx = [f for f in bundle.of_kind("kg") if "ddx_rank" in f.meta]
+        facts = [
+            f
+            for f in bundle.of_kind("kg")
+            if "ddx_rank" not in f.meta and (f.meta.get("on_path") or f.score >= self.fact_floor)
+        ]
         quoted = self._literature_sentences(question, bundle.of_kind("passage"))
-        sentences = self._fact_sentences(facts)
+        lead = self._differential_sentence(ddx)
+        sentences = ([lead] if lead else []) + self._fact_sentences(facts)
         sentences += [f"{s.rstrip()} [{p.id}]" for s, p in quoted]
         if not sentences:
             best = max((i.score for i in bundle), default=0.0)
@@ -126,8 +149,9 @@ class ExtractiveComposer:
                 insufficient_evidence=True,
                 mode="extractive",
             )
+        written = " ".join(sentences)
         cited = list(
-            dict.fromkeys([*(f.id for f in facts if f"[{f.id}]" in " ".join(sentences)), *(p.id for _, p in quoted)])
+            dict.fromkeys([*(f.id for f in (*ddx, *facts) if f"[{f.id}]" in written), *(p.id for _, p in quoted)])
         )
         support = [i.score for i in bundle if i.id in cited]
         confidence = round(min(1.0, max(0.0, sum(support) / len(support))), 3) if support else 0.0

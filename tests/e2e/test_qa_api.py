@@ -33,7 +33,20 @@ ENTITIES = [
     Entity(id="DRUGBANK:DB00555", name="Lamotrigine", category="Drug"),
     Entity(id="DRUGBANK:DB00678", name="Losartan", category="Drug"),
     Entity(id="NCBIGene:2200", name="FBN1", category="Gene", synonyms=["fibrillin 1"]),
+    # a small HPO hierarchy and two annotated diseases, for the differential routing
+    Entity(id="HP:0000001", name="All", category="Phenotype"),
+    Entity(id="HP:0000118", name="Phenotypic abnormality", category="Phenotype"),
+    Entity(id="HP:0001250", name="Seizure", category="Phenotype"),
+    Entity(id="HP:0000252", name="Microcephaly", category="Phenotype"),
+    Entity(id="HP:0001252", name="Hypotonia", category="Phenotype"),
+    Entity(id="OMIM:100001", name="Microcephaly-epilepsy syndrome", category="Disease"),
+    Entity(id="OMIM:100002", name="Congenital hypotonia", category="Disease"),
 ]
+HIERARCHY = {
+    "HP:0000118": "HP:0000001",
+    **{t: "HP:0000118" for t in ("HP:0001250", "HP:0000252", "HP:0001252", "HP:0001166", "HP:0001083")},
+    **{t: "HP:0000118" for t in ("HP:0002616", "HP:0000545")},
+}
 PHENO = {"HP:0001166": "HP:0040281", "HP:0001083": "HP:0040282", "HP:0002616": "HP:0040281", "HP:0000545": None}
 RELATIONS = [
     *(
@@ -51,6 +64,11 @@ RELATIONS = [
     Relation(subject="DRUGBANK:DB00313", type="TREATS", object="DOID:1826", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00555", type="TREATS", object="DOID:1826", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00678", type="TREATS", object="ORPHA:558", source="trial"),
+    *(Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in HIERARCHY.items()),
+    *(
+        Relation(subject=d, type="HAS_PHENOTYPE", object=t, source="hpo", evidence={"pmids": ["PMID:11"]})
+        for d, t in (("OMIM:100001", "HP:0001250"), ("OMIM:100001", "HP:0000252"), ("OMIM:100002", "HP:0001252"))
+    ),
 ]
 ARTICLES = [
     Article(
@@ -150,6 +168,18 @@ def test_a_question_about_nothing_in_the_graph_abstains(client: TestClient) -> N
     assert out["insufficient_evidence"] is True
     assert out["citations"] == [] and out["confidence"] == 0.0
     assert "[" not in out["answer"]
+
+
+def test_a_question_listing_phenotypes_routes_to_the_differential(client: TestClient) -> None:
+    out = _qa(client, "A child presents with seizures, microcephaly and hypotonia: which diagnoses are likely?")
+    assert [d["disease"] for d in out["differential"]][:1] == ["OMIM:100001"]
+    assert {m["disease_term"] for m in out["differential"][0]["matches"]} >= {"HP:0001250", "HP:0000252"}
+    cited = {c["id"] for c in out["citations"]}
+    assert {"KG:OMIM:100001-HAS_PHENOTYPE-HP:0001250", "KG:OMIM:100001-HAS_PHENOTYPE-HP:0000252"} <= cited
+    assert out["answer"].index("Microcephaly-epilepsy syndrome") < out["answer"].index("Congenital hypotonia")
+    assert "differential" in out["timings_ms"]
+    plain = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?")
+    assert plain["differential"] == []
 
 
 def test_paths_between_linked_entities_are_returned_and_cited(client: TestClient) -> None:
