@@ -82,6 +82,7 @@ class GraphStore(Protocol):
         rel_types: Sequence[str] | None = None,
         limit: int = 10,
         free_same_as: int = 2,
+        candidate_cap: int | None = None,
     ) -> list[GraphPath]: ...
     def relations(
         self,
@@ -551,12 +552,15 @@ class BaseGraphStore(ABC):
         rel_types: Sequence[str] | None = None,
         limit: int = 10,
         free_same_as: int = 2,
+        candidate_cap: int | None = None,
     ) -> list[GraphPath]:
         """Simple paths between two entities over current edges, in either direction. Negated
         edges (``NOT`` annotations) are facts, not connections: paths never cross them.
 
         A path may have at most ``max_hops`` hops that are not ``SAME_AS`` plus at most
-        ``free_same_as`` ``SAME_AS`` hops. ``rel_types`` restricts the other hops.
+        ``free_same_as`` ``SAME_AS`` hops. ``rel_types`` restricts the other hops. At most
+        ``candidate_cap`` (default: the store's) raw paths are examined, which bounds the cost
+        between hubs.
         """
         if not 1 <= max_hops <= 6 or not 0 <= free_same_as <= 3:
             raise ValueError("max_hops must be 1..6 and free_same_as 0..3")
@@ -568,7 +572,7 @@ class BaseGraphStore(ABC):
             types = sorted(set(types) | {SAME_AS})
         found: dict[tuple[str, ...], GraphPath] = {}
         for nodes, rel_rows in self._path_candidates(
-            source, target, max_hops + free_same_as, types, self.path_candidate_cap
+            source, target, max_hops + free_same_as, types, candidate_cap or self.path_candidate_cap
         ):
             if len(set(nodes)) != len(nodes):
                 continue

@@ -33,13 +33,14 @@ import numpy as np
 import Stemmer
 
 from kg.curie import source_url
+from kg.differential import frequency_weight
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.model import HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, SAME_AS, Entity, GraphPath, Relation
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id
 
-__all__ = ["GraphEvidence", "ScoredFact", "relation_phrase", "render_fact", "NON_FACT_TYPES"]
+__all__ = ["GraphEvidence", "ScoredFact", "relation_phrase", "negate_phrase", "render_fact", "NON_FACT_TYPES"]
 
 # Edges that are not facts about the world: text structure and bookkeeping.
 NON_FACT_TYPES = frozenset({MENTIONS, HAS_PASSAGE, HAS_MESH_TERM, SAME_AS, "REPLACED_BY"})
@@ -68,7 +69,7 @@ def relation_phrase(rel_type: str, inverse: bool = False) -> str:
     return forward
 
 
-def _negated(phrase: str) -> str:
+def negate_phrase(phrase: str) -> str:
     if phrase.startswith("has "):
         return "does not have " + phrase[4:]
     if phrase.startswith("is "):
@@ -104,9 +105,18 @@ def render_fact(rel: Relation, names: dict[str, str], with_evidence: bool = True
     """ "Marfan syndrome has phenotype Arachnodactyly (frequency ...; source hpo; PMID:...)"."""
     phrase = relation_phrase(rel.type)
     if rel.negated:
-        phrase = _negated(phrase)
+        phrase = negate_phrase(phrase)
     text = f"{names.get(rel.subject, rel.subject)} {phrase} {names.get(rel.object, rel.object)}"
     return text + (_evidence_note(rel) if with_evidence else "")
+
+
+def _frequency_shift(rel: Relation) -> float:
+    """-0.5..+0.5: how much more often than not an annotated feature is seen (0 without a frequency),
+    so "characteristic" features (very frequent) rank above occasional ones."""
+    values = rel.evidence.get("frequency")
+    if not values:
+        return 0.0
+    return frequency_weight([values] if isinstance(values, str) else [str(v) for v in values]) - 0.5
 
 
 @dataclass
@@ -142,7 +152,11 @@ class GraphEvidence:
         focused_types: int = 2,
         rerank_depth: int = 40,
         types_ttl_s: float = 60.0,
+        frequency_prior: float = 0.1,
+        path_candidates: int = 500,
     ) -> None:
+        self.frequency_prior = frequency_prior
+        self.path_candidates = path_candidates
         self.graph = graph
         self.entity_index = entity_index
         self.embedder = embedder
@@ -255,7 +269,7 @@ class GraphEvidence:
         composed /= np.maximum(np.linalg.norm(composed, axis=1, keepdims=True), 1e-12)
         cosines = composed @ qvec
         for f, c in zip(facts, cosines, strict=True):
-            f.cosine = float(c)
+            f.cosine = float(c) + self.frequency_prior * _frequency_shift(f.relation)
         by_cosine = sorted(facts, key=lambda f: (-f.cosine, f.id))
         head, tail = by_cosine[: self.rerank_depth], by_cosine[self.rerank_depth :]
         names = {e.id: e.name for e in entities.values()}
@@ -277,8 +291,15 @@ class GraphEvidence:
         heads = [g[0] for g in groups if g]
         found: list[GraphPath] = []
         pairs = [(a, b) for i, a in enumerate(heads) for b in heads[i + 1 :] if a != b][:max_pairs]
+        seen: set[tuple[str, ...]] = set()
         for a, b in pairs:
-            found += self.graph.paths(a, b, max_hops=max_hops, limit=limit, free_same_as=1)
+            for p in self.graph.paths(
+                a, b, max_hops=max_hops, limit=limit, free_same_as=1, candidate_cap=self.path_candidates
+            ):
+                key = tuple(r.key for r in p.relations)
+                if p.cost > 0 and key not in seen:  # two names of one concept (SAME_AS only) is no connection
+                    seen.add(key)
+                    found.append(p)
         return found
 
     def retrieve(

@@ -138,7 +138,10 @@ class Retriever:
         qvec = self.embedder.encode([query])[0]
         timings["embed"] = time.perf_counter() - t
 
-        graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops)
+        # A phenotype list asking for a diagnosis goes to the differential ranking, whose matched
+        # facts say more than paths between the phenotypes (which run through thousands of diseases).
+        route_differential = self._wants_differential(query, linked)
+        graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=0 if route_differential else hops)
         timings.update(graph.timings)
 
         t = time.perf_counter()
@@ -146,7 +149,7 @@ class Retriever:
         timings["text"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        differential, ddx_items = self._differential(query, linked, graph.entities)
+        differential, ddx_items = self._differential(linked, graph.entities) if route_differential else ([], [])
         if differential:
             timings["differential"] = time.perf_counter() - t
 
@@ -178,16 +181,18 @@ class Retriever:
             differential=differential,
         )
 
+    def _wants_differential(self, query: str, linked: list[LinkedEntity]) -> bool:
+        if self.phenotypes is None or not asks_for_diagnosis(query):
+            return False
+        return len({e.id for e in linked if e.id.startswith("HP:")}) >= DIFFERENTIAL_MIN_TERMS
+
     def _differential(
-        self, query: str, linked: list[LinkedEntity], entities: dict[str, Entity]
+        self, linked: list[LinkedEntity], entities: dict[str, Entity]
     ) -> tuple[list[Candidate], list[EvidenceItem]]:
         """Diseases ranked for the question's phenotypes; each candidate's evidence is the
         ``HAS_PHENOTYPE`` facts of its own that matched (one item per fact, best match first)."""
-        if self.phenotypes is None or not asks_for_diagnosis(query):
-            return [], []
+        assert self.phenotypes is not None
         terms = list(dict.fromkeys(e.id for e in linked if e.id.startswith("HP:")))
-        if len(terms) < DIFFERENTIAL_MIN_TERMS:
-            return [], []
         index = self.phenotypes()
         observed, _ = index.known(terms)
         if len(observed) < DIFFERENTIAL_MIN_TERMS:

@@ -55,9 +55,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         try:
             s = c.graph.stats()
         except GraphStoreUnavailable as exc:
-            return JSONResponse(
-                {"status": "unavailable", "detail": str(exc)}, status_code=503, headers={"Retry-After": "5"}
-            )
+            return error_response(503, str(exc), headers={"Retry-After": "5"})
         return JSONResponse({"status": "ok", "backend": s.backend, "entities": s.entities})
 
     @app.get("/readyz", tags=["ops"])

@@ -18,8 +18,9 @@ import bm25s
 import Stemmer
 
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
-from kg.retrieval.facts import relation_phrase
+from kg.retrieval.facts import negate_phrase, relation_phrase
 from service.qa.answer import Answer
+from service.qa.citations import inline_ids
 
 __all__ = ["ExtractiveComposer", "split_sentences"]
 
@@ -28,7 +29,8 @@ _SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
 
 
 def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    """Sentences of a passage; a line break (between labelled sections) always ends one."""
+    return [s.strip() for line in text.splitlines() for s in _SENTENCE_END.split(line.strip()) if s.strip()]
 
 
 def _join(parts: list[str]) -> str:
@@ -39,7 +41,7 @@ def _join(parts: list[str]) -> str:
 class _Group:
     anchor: str
     phrase: str
-    items: list[tuple[str, EvidenceItem]] = field(default_factory=list)  # (other end's name, fact)
+    items: list[tuple[str, list[str]]] = field(default_factory=list)  # (other end's name, fact ids)
 
 
 class ExtractiveComposer:
@@ -65,29 +67,34 @@ class ExtractiveComposer:
 
     # ---- knowledge-graph facts ----------------------------------------------------------------
     def _fact_sentences(self, facts: list[EvidenceItem]) -> list[str]:
+        """One sentence per (anchor, relation, direction), anchors by name, so the OMIM and Orphanet
+        records of one disease read as one ("Marfan syndrome has phenotype Scoliosis [KG:OMIM..;
+        KG:ORPHA..] ..."); the other ends keep the order of the bundle."""
         groups: dict[tuple[str, str, bool, bool], _Group] = {}
         for f in facts:
             m = f.meta
             inverse = m["object"] == m["seed"] and m["subject"] != m["seed"]
-            anchor = m["object_name"] if inverse else m["subject_name"]
-            other = m["subject_name"] if inverse else m["object_name"]
-            key = (m["object"] if inverse else m["subject"], m["type"], inverse, m["negated"])
+            anchor = (m["object_name"] if inverse else m["subject_name"]) or (m["object"] if inverse else m["subject"])
+            other = (m["subject_name"] if inverse else m["object_name"]) or (m["subject"] if inverse else m["object"])
+            key = (anchor.casefold(), m["type"], inverse, m["negated"])
             if key not in groups:
                 if len(groups) >= self.max_groups:
                     continue
                 phrase = relation_phrase(m["type"], inverse=inverse)
-                if m["negated"]:
-                    phrase = (
-                        ("does not have " + phrase[4:]) if phrase.startswith("has ") else "is recorded as NOT " + phrase
-                    )
-                groups[key] = _Group(anchor or key[0], phrase)
+                groups[key] = _Group(anchor, negate_phrase(phrase) if m["negated"] else phrase)
             group = groups[key]
-            if len(group.items) < self.facts_per_group:
-                group.items.append((other or (m["subject"] if inverse else m["object"]), f))
+            for name, ids in group.items:
+                if name.casefold() == other.casefold():
+                    ids.append(f.id)
+                    break
+            else:
+                if len(group.items) < self.facts_per_group:
+                    group.items.append((other, [f.id]))
         sentences = []
         for g in groups.values():
-            parts = [f"{name} [{f.id}]" for name, f in g.items]
-            sentences.append(f"{g.anchor} {g.phrase} {_join(parts)}.")
+            parts = [f"{name} [{'; '.join(ids)}]" for name, ids in g.items]
+            sentence = f"{g.anchor} {g.phrase} {_join(parts)}."
+            sentences.append(sentence[0].upper() + sentence[1:])
         return sentences
 
     # ---- literature ---------------------------------------------------------------------------
@@ -149,10 +156,7 @@ class ExtractiveComposer:
                 insufficient_evidence=True,
                 mode="extractive",
             )
-        written = " ".join(sentences)
-        cited = list(
-            dict.fromkeys([*(f.id for f in (*ddx, *facts) if f"[{f.id}]" in written), *(p.id for _, p in quoted)])
-        )
+        cited = list(dict.fromkeys(inline_ids(" ".join(sentences))))
         support = [i.score for i in bundle if i.id in cited]
         confidence = round(min(1.0, max(0.0, sum(support) / len(support))), 3) if support else 0.0
         return Answer(

@@ -17,7 +17,8 @@ def print_answer(console: Console, r: QAResponse, show_timings: bool = True) -> 
     console.print(f"[bold]A[/] ({r.mode}, {label}): {r.answer}", highlight=False, soft_wrap=True)
     for c in r.citations:
         title = f" {c.title}" if c.kind == "passage" and c.title else ""
-        text = c.text if c.kind == "kg" else c.text[:200] + ("..." if len(c.text) > 200 else "")
+        text = " ".join(c.text.split())
+        text = text if c.kind == "kg" else text[:200] + ("..." if len(text) > 200 else "")
         console.print(f"  [{c.id}]{title}", highlight=False, soft_wrap=True)
         console.print(f"      {text}", highlight=False, soft_wrap=True)
         if c.url:

@@ -101,7 +101,7 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
     from tests.conftest import SHARED_DATA
 
     env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
-    args = ["demo", "--no-embed", "--no-progress"]
+    args = ["demo", "--no-embed", "--no-progress", "--no-serve"]
     if SHARED_DATA.exists():
         args += ["--shared-data", str(SHARED_DATA)]
     r = run(args, env, tmp_path)
@@ -110,6 +110,10 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
     assert "Marfan syndrome (OMIM:154700):" in out and "with PMIDs" in out and "[PMID:" in out
     assert "differential diagnosis for Seizure, Microcephaly, Hypotonia (OMIM, top 5):" in out
     assert len(re.findall(r"\(OMIM:\d+\) score \d+\.\d\d genes: ", out)) == 5
+    # three clinical questions answered with citations (offline, extractive)
+    assert "Q: Which phenotypes are characteristic of Marfan syndrome?" in out
+    assert "[KG:OMIM:154700-HAS_PHENOTYPE-HP:" in out and "https://pubmed.ncbi.nlm.nih.gov/" in out
+    assert "Q: Which genes are associated with Marfan syndrome?" in out and "FBN1" in out
     if SHARED_DATA.exists():
         assert "path across sources (SAME_AS free): Metformin -[TREATS]- polycystic ovary syndrome (DOID:11612)" in out
         assert "-[SAME_AS]- Polycystic ovary syndrome 1 (OMIM:184700) -[HAS_PHENOTYPE]-" in out
