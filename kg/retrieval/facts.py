@@ -35,7 +35,7 @@ import Stemmer
 from kg.curie import source_url
 from kg.differential import frequency_weight
 from kg.embedders import TextEmbedder
-from kg.entity_index import EntityIndex
+from kg.entity_index import EntityIndex, embedding_text
 from kg.graph.base import BaseGraphStore
 from kg.model import HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, SAME_AS, Entity, GraphPath, Relation
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id
@@ -196,8 +196,8 @@ class GraphEvidence:
                 missing.append(eid)
             else:
                 vectors[eid] = vec
-        if missing:  # not embedded yet (loaded with --no-embed): embed the name, once per process
-            encoded = self.embedder.encode([entities[e].name for e in missing])
+        if missing:  # not in the entity index (loaded with --no-embed): embed its text once per process
+            encoded = self.embedder.encode([embedding_text(entities[e]) for e in missing])
             for eid, vec in zip(missing, encoded, strict=True):
                 vectors[eid] = self._name_vectors[eid] = vec
         return vectors

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import graph_store, ingest_ontology, ingest_pubmed
+from benchmarks import graph_store, ingest_ontology, ingest_pubmed, qa_latency
 from tests.conftest import require_neo4j, shared
 
 
@@ -51,3 +51,47 @@ def test_pubmed_ingest_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_p
     assert figures["parse"]["plain"]["abstracts"] == figures["parse"]["gzip"]["abstracts"] > 0
     memory = figures["parse_memory"]
     assert memory["large"]["articles"] >= 1000 > memory["one copy"]["articles"]
+
+
+@pytest.mark.slow
+def test_qa_latency_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    data = shared()
+    for part in ("pubmed_xml", "pubmedqa/pqal_dev.json"):
+        shared(*part.split("/"))
+    figures_path = tmp_path / "figures.json"
+    args = ["--records", "40", "--hpo-diseases", "40", "--data-dir", str(tmp_path / "data"), "--shared-data", str(data)]
+    assert qa_latency.main([*args, "--questions", "12", "--json", str(figures_path)]) == 0
+    out = capsys.readouterr().out
+    assert "setup: HPO (40 diseases) loaded" in out and "per 1,000 abstracts" in out
+    assert "questions: 12" in out and "cold start" in out and "wall (around ask)" in out
+    assert "HTTP POST /v1/qa" in out and "baseline: text index alone" in out and "ratio QA/text index" in out
+    assert "targets (2 cores, offline): p50 <= 100 ms, p95 <= 250 ms" in out
+
+    figures = json.loads(figures_path.read_text())
+    assert figures["setup"]["abstracts"] == figures["setup"]["documents"] == 40
+    mix = figures["mix"]
+    assert sum(mix.values()) == figures["questions"] == len(figures["question_list"]) == 12
+    assert mix["pubmedqa"] == 5 and mix["off_topic"] == 1 and mix["drug_disease_pair"] == 1
+    assert {"disease_phenotypes", "disease_genes", "phenotype_diseases"} <= mix.keys()
+    local = figures["in_process"]
+    for stage in ("link", "embed", "graph_facts", "graph_paths", "graph_rank", "text", "bundle", "answer", "total"):
+        p = local["stages_ms"][stage]
+        assert 0 <= p["p50"] <= p["p95"] <= p["max"], stage
+    assert 0 < local["wall_ms"]["p50"] <= local["wall_ms"]["p95"]
+    assert 0 < local["evidence_tokens"]["p50"] <= local["evidence_tokens"]["max"] <= 1500
+    assert 0 < local["abstained_share"] < 1 and local["mean_citations"] > 0
+    assert local["by_kind"]["off_topic"]["abstained_share"] == 1
+    http = figures["http"]
+    assert http["errors"] == {} and 0 < http["total_ms"]["p50"] <= http["total_ms"]["p95"]
+    assert figures["http_overhead_p50_ms"] == pytest.approx(http["total_ms"]["p50"] - local["wall_ms"]["p50"], abs=0.02)
+    assert 0 < figures["baseline_text_index"]["p50"] and figures["ratio_p50"] > 0
+    assert figures["cold_start"]["warm_up_questions"] == 5 and figures["cold_start"]["differential_warmed"]
+    assert set(figures["targets"]["in_process"].values()) <= {"PASS", "MISS"}
+
+    # A rerun on the same data dir loads nothing and asks the same questions.
+    assert qa_latency.main([*args, "--questions", "12", "--json", str(figures_path)]) == 0
+    out = capsys.readouterr().out
+    assert "HPO already loaded" in out and "40 documents already in the text index" in out
+    assert "entity index: 0 embedded" in out
+    again = json.loads(figures_path.read_text())
+    assert again["question_list"] == figures["question_list"]
