@@ -1,0 +1,55 @@
+"""Text-overlap metrics for generated reports: ROUGE-L and keyword F1.
+
+ROUGE-L (Lin 2004) here is the sentence-level F-measure of the longest common subsequence of
+lower-cased word tokens (punctuation dropped), with beta = 1.2 as in the original ROUGE script's
+default for ROUGE-L; it is computed here (a few lines) rather than pulled in as a dependency.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["tokens", "rouge_l", "keyword_f1", "prf"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def tokens(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _lcs(a: list[str], b: list[str]) -> int:
+    if not a or not b:
+        return 0
+    prev = [0] * (len(b) + 1)
+    for x in a:
+        cur = [0]
+        for j, y in enumerate(b, 1):
+            cur.append(prev[j - 1] + 1 if x == y else max(prev[j], cur[j - 1]))
+        prev = cur
+    return prev[-1]
+
+
+def rouge_l(candidate: str, reference: str, beta: float = 1.2) -> float:
+    c, r = tokens(candidate), tokens(reference)
+    lcs = _lcs(c, r)
+    if lcs == 0:
+        return 0.0
+    p, rec = lcs / len(c), lcs / len(r)
+    return (1 + beta**2) * p * rec / (rec + beta**2 * p)
+
+
+def prf(predicted: Iterable[str], reference: Iterable[str]) -> tuple[float, float, float]:
+    """Precision, recall and F1 of two sets; both empty counts as a perfect match."""
+    pred, ref = set(predicted), set(reference)
+    if not pred and not ref:
+        return 1.0, 1.0, 1.0
+    tp = len(pred & ref)
+    p = tp / len(pred) if pred else 0.0
+    r = tp / len(ref) if ref else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def keyword_f1(predicted: Iterable[str], reference: Iterable[str]) -> float:
+    return prf(predicted, reference)[2]
