@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval.text_metrics import keyword_f1, prf, rouge_l
+from kg.text_metrics import keyword_f1, prf, rouge_l
 
 
 def test_rouge_l() -> None:

@@ -1,0 +1,81 @@
+"""Choosing what similar prior reports agree on.
+
+Nearest-neighbour report generation copies the closest prior report; taking what several close
+priors agree on is steadier (a single neighbour's idiosyncrasies are not copied):
+
+- :func:`consensus_text`: of the candidates (say, the impressions of the k most similar reports),
+  the one most similar to the others, each weighted by its report's similarity to the query (a
+  weighted medoid under ROUGE-L-style LCS overlap);
+- :func:`consensus_sentences`: sentences (findings) ranked by the total weight of the neighbours
+  that state them or a near-paraphrase (token-set Jaccard), kept when supported by more than one
+  neighbour or by the nearest.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kg.text_metrics import rouge_l
+
+__all__ = ["Candidate", "consensus_text", "consensus_sentences", "SupportedSentence"]
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    text: str
+    weight: float  # similarity of its report to the query
+    source: str  # its citation id
+
+
+@dataclass
+class SupportedSentence:
+    text: str
+    support: float
+    sources: list[str] = field(default_factory=list)
+
+
+def consensus_text(candidates: Sequence[Candidate]) -> Candidate | None:
+    usable = [c for c in candidates if c.text.strip()]
+    if not usable:
+        return None
+    if len(usable) == 1:
+        return usable[0]
+    best, best_score = usable[0], -1.0
+    for c in usable:
+        score = sum(o.weight * rouge_l(c.text, o.text) for o in usable if o is not c) + c.weight
+        if score > best_score:
+            best, best_score = c, score
+    return best
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(_WORD.findall(text.lower()))
+
+
+def consensus_sentences(
+    neighbours: Sequence[tuple[float, list[tuple[str, str]]]], limit: int = 5, similar: float = 0.6
+) -> list[SupportedSentence]:
+    """``neighbours``: (weight, [(sentence, citation id), ...]) per similar report, nearest first."""
+    clusters: list[tuple[frozenset[str], SupportedSentence, set[int]]] = []
+    for n, (weight, sentences) in enumerate(neighbours):
+        for sentence, source in sentences:
+            words = _words(sentence)
+            if not words:
+                continue
+            for key, supported, members in clusters:
+                if len(words & key) / len(words | key) >= similar:
+                    if n not in members:
+                        supported.support += weight
+                        members.add(n)
+                    if source not in supported.sources:
+                        supported.sources.append(source)
+                    break
+            else:
+                clusters.append((words, SupportedSentence(sentence.strip(), weight, [source]), {n}))
+    kept = [s for _, s, members in clusters if len(members) > 1 or 0 in members]
+    kept.sort(key=lambda s: -s.support)
+    return kept[:limit]
