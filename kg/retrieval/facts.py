@@ -42,8 +42,9 @@ from kg.retrieval.evidence import EvidenceItem, fact_citation_id
 
 __all__ = ["GraphEvidence", "ScoredFact", "relation_phrase", "negate_phrase", "render_fact", "NON_FACT_TYPES"]
 
-# Edges that are not facts about the world: text structure and bookkeeping.
-NON_FACT_TYPES = frozenset({MENTIONS, HAS_PASSAGE, HAS_MESH_TERM, SAME_AS, "REPLACED_BY"})
+# Edges that are not facts about the world: text structure and bookkeeping
+# (HAS_FINDING: a radiology report's indexed findings, a statement about one patient's study.)
+NON_FACT_TYPES = frozenset({MENTIONS, HAS_PASSAGE, HAS_MESH_TERM, SAME_AS, "REPLACED_BY", "HAS_FINDING"})
 
 # type -> (forward phrase, inverse phrase). Other types read as their words ("HAS_SYMPTOM" -> "has symptom").
 _PHRASES: dict[str, tuple[str, str]] = {
