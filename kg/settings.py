@@ -86,6 +86,22 @@ class Settings(BaseSettings):
         default=0.25, ge=-1, le=1, description="Hybrid search drops passages below this cosine to the query."
     )
 
+    image_encoder: str = Field(
+        default="descriptor",
+        description=(
+            "Image embeddings: 'descriptor' (offline default: a training-free descriptor that finds images of the "
+            "same modality, body region and contrast, not pathology), or a transformers vision model (Hugging Face "
+            "name or local path, e.g. a CLIP, BiomedCLIP or DINOv2 checkpoint)."
+        ),
+    )
+    deid_key: SecretStr | None = Field(
+        default=None,
+        description=(
+            "Hex key (at least 32 hex digits) for the HMAC pseudonymisation of DICOM UIDs; unset = a random key "
+            "kept in <data_dir>/deid.key (mode 0600), created on first use. Changing it changes every image id."
+        ),
+    )
+
     entrez_email: str | None = Field(default=None, description="Sent to NCBI E-utilities (NCBI asks for one).")
     entrez_api_key: SecretStr | None = Field(default=None, description="NCBI API key: 10 requests/s instead of 3.")
     entrez_base_url: str | None = Field(default=None, description="E-utilities base URL (default: NCBI's).")
@@ -122,6 +138,9 @@ class Settings(BaseSettings):
     cors_origins: str = Field(
         default="", description="Comma-separated origins allowed by CORS ('*' = any); empty = no CORS headers."
     )
+    max_upload_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, description="Largest multipart upload accepted, e.g. a DICOM (413)."
+    )
     max_request_bytes: int = Field(default=1_048_576, ge=1024, description="Largest request body accepted (413).")
     rate_limit_per_minute: int = Field(
         default=120, ge=0, description="Requests per minute per caller (key, else client address); 0 = no limit."
@@ -141,6 +160,17 @@ class Settings(BaseSettings):
         if not value.startswith(schemes):
             raise ValueError(f"must start with one of {', '.join(schemes)}")
         return value
+
+    @field_validator("deid_key")
+    @classmethod
+    def _check_deid_key(cls, value: SecretStr | None) -> SecretStr | None:
+        # Never put the value into the message: it is a secret.
+        if value is None or not value.get_secret_value().strip():
+            return None
+        text = value.get_secret_value().strip()
+        if len(text) < 32 or len(text) % 2 or any(ch not in "0123456789abcdefABCDEF" for ch in text):
+            raise ValueError("must be an even number (at least 32) of hex digits")
+        return SecretStr(text)
 
     @field_validator("llm_base_url")
     @classmethod

@@ -20,10 +20,15 @@ from kg.text_index import TextIndex
 if TYPE_CHECKING:
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
+    from ingest.reports import ReportStore
     from kg.retrieval.retriever import Retriever
+    from multimodal.deid import Pseudonymizer
+    from multimodal.encoders import ImageEncoder
+    from multimodal.image_index import ImageIndex
     from service.qa.engine import QAEngine
     from service.qa.llm import LLMAnswerer
     from service.qa.sessions import SessionStore
+    from service.reports.generator import ReportGenerator
 
 __all__ = ["Container", "build_graph_store"]
 
@@ -171,8 +176,59 @@ class Container:
         composer = ExtractiveComposer(
             fact_floor=self.settings.qa_fact_floor, passage_floor=self.settings.qa_passage_floor
         )
+        from service.reports.images import similar_study_evidence
+
+        def images(image, image_id):  # noqa: ANN001, ANN202 - DicomImage | None, str | None
+            return similar_study_evidence(self.image_index, self.reports, image, image_id)
+
         return QAEngine(
-            self.retriever, composer, self.llm_answerer, self.sessions, default_budget=self.settings.qa_budget_tokens
+            self.retriever,
+            composer,
+            self.llm_answerer,
+            self.sessions,
+            default_budget=self.settings.qa_budget_tokens,
+            image_evidence=images,
+        )
+
+    @cached_property
+    def pseudonymizer(self) -> Pseudonymizer:
+        """Keyed UID pseudonyms for DICOM de-identification (MEDKG_DEID_KEY, else a key file in the data dir)."""
+        from multimodal.deid import Pseudonymizer, resolve_key
+
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        return Pseudonymizer(resolve_key(self.settings.deid_key, self.settings.data_dir))
+
+    @cached_property
+    def image_encoder(self) -> ImageEncoder:
+        from multimodal.encoders import build_image_encoder
+
+        return build_image_encoder(self.settings.image_encoder, device=self.settings.embedding_device)
+
+    @cached_property
+    def image_index(self) -> ImageIndex:
+        from multimodal.image_index import ImageIndex
+
+        return ImageIndex(self.settings.data_dir / "indexes", self.image_encoder)
+
+    @cached_property
+    def reports(self) -> ReportStore:
+        """Radiology reports by document id (indication, findings, impression), next to the text index."""
+        from ingest.reports import report_store_for
+
+        return report_store_for(self.text_index)
+
+    @cached_property
+    def report_generator(self) -> ReportGenerator:
+        from service.reports.generator import ReportGenerator
+
+        return ReportGenerator(
+            self.text_index,
+            self.reports,
+            retriever=self.retriever,
+            image_index=self.image_index,
+            llm=self.llm_answerer,
+            text_floor=self.settings.search_floor,
+            fact_floor=self.settings.qa_fact_floor,
         )
 
     def triple_merger(self) -> Callable[[str, str], MergeResult]:
@@ -208,6 +264,9 @@ class Container:
         )
 
     def close(self) -> None:
+        for name in ("reports", "image_index"):
+            if name in self.__dict__:
+                self.__dict__.pop(name).close()
         if "sessions" in self.__dict__:
             self.sessions.close()
             del self.__dict__["sessions"]

@@ -117,9 +117,11 @@ class Retriever:
         hops: int = 2,
         budget: int = 1500,
         context: Sequence[str] = (),
+        extra: Sequence[EvidenceItem] = (),
     ) -> Retrieval:
         """``k`` passages at most, paths of at most ``hops`` hops between linked entities,
-        ``budget`` tokens of evidence; ``context``: entity ids carried from the session."""
+        ``budget`` tokens of evidence; ``context``: entity ids carried from the session; ``extra``:
+        evidence found elsewhere (similar imaging studies), which leads each round of the bundle."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
         linked, groups = self.link(query)
@@ -159,16 +161,19 @@ class Retriever:
         ]
         facts = facts[: 4 * max(k, 1)]
         passages = [passage_evidence(h) for h in hits]
-        everything = (*ddx_items, *facts, *passages)
+        everything = (*extra, *ddx_items, *facts, *passages)
         counts = self.embedder.count_tokens([i.text for i in everything])
         sized = [
             EvidenceItem(**{**i.__dict__, "tokens": n})  # type: ignore[arg-type]
             for i, n in zip(everything, counts, strict=True)
         ]
-        a, b = len(ddx_items), len(ddx_items) + len(facts)
+        e, a = len(extra), len(extra) + len(ddx_items)
+        b = a + len(facts)
         lists, rounds = [sized[a:b], sized[b:]], [self.facts_per_passage, 1]
         if ddx_items:
-            lists, rounds = [sized[:a], *lists], [len(ddx_items), *rounds]
+            lists, rounds = [sized[e:a], *lists], [len(ddx_items), *rounds]
+        if extra:
+            lists, rounds = [sized[:e], *lists], [1, *rounds]
         bundle = fill_budget(lists, budget, per_round=rounds)
         timings["bundle"] = time.perf_counter() - t
         return Retrieval(

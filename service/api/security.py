@@ -318,26 +318,33 @@ class BodySizeLimitMiddleware:
     """413 for a body over ``max_bytes``: at once from ``Content-Length``, else while a chunked body
     is received. Pure ASGI, so streaming responses are untouched."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, max_upload_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
-
-    def _too_large(self) -> JSONResponse:
-        return error_response(413, f"request body over {self.max_bytes} bytes (MEDKG_MAX_REQUEST_BYTES)")
+        self.max_upload_bytes = max_upload_bytes or max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = Headers(scope=scope).get("content-length")
+        headers = Headers(scope=scope)
+        # File uploads (multipart: a DICOM study) have a limit of their own, MEDKG_MAX_UPLOAD_BYTES.
+        upload = headers.get("content-type", "").lower().startswith("multipart/form-data")
+        limit = self.max_upload_bytes if upload else self.max_bytes
+        setting = "MEDKG_MAX_UPLOAD_BYTES" if upload else "MEDKG_MAX_REQUEST_BYTES"
+
+        def too_large() -> JSONResponse:
+            return error_response(413, f"request body over {limit} bytes ({setting})")
+
+        length = headers.get("content-length")
         if length is not None:
             try:
                 declared = int(length)
             except ValueError:
                 await error_response(400, "invalid Content-Length header")(scope, receive, send)
                 return
-            if declared > self.max_bytes:
-                await self._too_large()(scope, receive, send)
+            if declared > limit:
+                await too_large()(scope, receive, send)
                 return
 
         received = 0
@@ -352,7 +359,7 @@ class BodySizeLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     exceeded = True
                     raise _BodyTooLarge
             return message
@@ -363,7 +370,7 @@ class BodySizeLimitMiddleware:
                 # Whatever the app made of the cut-off body (often a 400), the answer is 413.
                 if not replaced:
                     replaced = True
-                    await self._too_large()(scope, receive, send)
+                    await too_large()(scope, receive, send)
                 return
             if replaced:
                 return
@@ -376,7 +383,7 @@ class BodySizeLimitMiddleware:
         except _BodyTooLarge:
             if not started and not replaced:
                 replaced = True
-                await self._too_large()(scope, receive, send)
+                await too_large()(scope, receive, send)
             elif not replaced:
                 raise
 
@@ -462,7 +469,9 @@ def install_security(app: FastAPI, settings: Settings) -> None:
 
     # add_middleware puts each new one outside the previous: CORS (outermost, so preflights and
     # error responses get its headers) → keys and rate limit → body size → the app.
-    app.add_middleware(BodySizeLimitMiddleware, max_bytes=state.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimitMiddleware, max_bytes=state.max_request_bytes, max_upload_bytes=settings.max_upload_bytes
+    )
     app.add_middleware(SecurityMiddleware, state=state)
     if state.cors_origins:
         app.add_middleware(

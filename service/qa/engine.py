@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kg.retrieval.evidence import EvidenceBundle
+from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever
 from service.qa.answer import Answer
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, expand_query
+
+if TYPE_CHECKING:
+    from multimodal.dicom import DicomImage
 
 __all__ = ["QAEngine", "QAOptions", "QAResponse", "UnknownSession", "LLMError"]
 
@@ -118,7 +121,10 @@ class QAEngine:
         llm: LLMAnswerer | None = None,
         sessions: SessionStore | None = None,
         default_budget: int = 1500,
+        image_evidence: Callable[[DicomImage | None, str | None], list[EvidenceItem]] | None = None,
     ) -> None:
+        """``image_evidence``: the similar studies (``IMG:`` items) for an attached image or image id."""
+        self.image_evidence = image_evidence
         self.default_budget = default_budget
         self.retriever = retriever
         self.composer = composer or ExtractiveComposer()
@@ -134,7 +140,12 @@ class QAEngine:
         return requested
 
     def _prepare(
-        self, question: str, session_id: str | None, options: QAOptions
+        self,
+        question: str,
+        session_id: str | None,
+        options: QAOptions,
+        image: DicomImage | None = None,
+        image_id: str | None = None,
     ) -> tuple[Retrieval, str, dict[str, float]]:
         question = " ".join(question.split())
         if not question:
@@ -155,8 +166,20 @@ class QAEngine:
             recent = [f"Q: {t.question}\nA: {t.answer}" for t in session.turns[-2:]]
             conversation = "\n".join(p for p in (session.summary, *recent) if p)
             timings["session"] = time.perf_counter() - t
+        extra: list[EvidenceItem] = []
+        if image is not None or image_id:
+            if self.image_evidence is None:
+                raise ValueError("image evidence is not enabled")
+            t = time.perf_counter()
+            extra = self.image_evidence(image, image_id)
+            timings["images"] = time.perf_counter() - t
         retrieval = self.retriever.retrieve(
-            query, k=options.k, hops=options.hops, budget=options.budget or self.default_budget, context=context
+            query,
+            k=options.k,
+            hops=options.hops,
+            budget=options.budget or self.default_budget,
+            context=context,
+            extra=extra,
         )
         timings.update(retrieval.timings)
         return retrieval, conversation, timings
@@ -243,11 +266,20 @@ class QAEngine:
         )
 
     # ---- entry points ------------------------------------------------------------------------
-    def ask(self, question: str, session_id: str | None = None, options: QAOptions | None = None) -> QAResponse:
+    def ask(
+        self,
+        question: str,
+        session_id: str | None = None,
+        options: QAOptions | None = None,
+        image: DicomImage | None = None,
+        image_id: str | None = None,
+    ) -> QAResponse:
+        """``image`` (an uploaded study, read and de-identified) or ``image_id`` (an indexed one)
+        adds the most similar prior studies and their reports to the evidence."""
         options = options or QAOptions()
         started = time.perf_counter()
         mode = self._mode(options.mode)
-        retrieval, conversation, timings = self._prepare(question, session_id, options)
+        retrieval, conversation, timings = self._prepare(question, session_id, options, image, image_id)
         t = time.perf_counter()
         if mode == "llm":
             assert self.llm is not None
@@ -258,14 +290,19 @@ class QAEngine:
         return self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
 
     def ask_stream(
-        self, question: str, session_id: str | None = None, options: QAOptions | None = None
+        self,
+        question: str,
+        session_id: str | None = None,
+        options: QAOptions | None = None,
+        image: DicomImage | None = None,
+        image_id: str | None = None,
     ) -> Iterator[tuple[str, Any]]:
         """Events ``("retrieval", {...})``, ``("delta", "text")``... then ``("answer", QAResponse)``;
         an LLM failure after streaming began is ``("error", {"status", "detail"})``."""
         options = options or QAOptions()
         started = time.perf_counter()
         mode = self._mode(options.mode)
-        retrieval, conversation, timings = self._prepare(question, session_id, options)
+        retrieval, conversation, timings = self._prepare(question, session_id, options, image, image_id)
         yield (
             "retrieval",
             {

@@ -66,7 +66,7 @@ class ExtractiveComposer:
         )
 
     # ---- knowledge-graph facts ----------------------------------------------------------------
-    def _fact_sentences(self, facts: list[EvidenceItem]) -> list[str]:
+    def fact_sentences(self, facts: list[EvidenceItem]) -> list[str]:
         """One sentence per (anchor, relation, direction), anchors by name, so the OMIM and Orphanet
         records of one disease read as one ("Marfan syndrome has phenotype Scoliosis [KG:OMIM..;
         KG:ORPHA..] ..."); the other ends keep the order of the bundle."""
@@ -133,6 +133,19 @@ class ExtractiveComposer:
         lead = "Diseases ranked by similarity of their HPO annotations to the observed phenotypes: "
         return lead + "; ".join(parts) + "."
 
+    @staticmethod
+    def _image_sentences(items: list[EvidenceItem], limit: int = 3) -> list[str]:
+        """The similar prior studies that have a report: what their impression said."""
+        out = []
+        for item in items:
+            impression = (item.meta.get("impression") or "").strip().rstrip(".")
+            if impression and len(out) < limit:
+                similarity = f"similarity {item.score:.2f}"
+                out.append(
+                    f'A similar prior study ({item.title}, {similarity}) was reported as "{impression}" [{item.id}].'
+                )
+        return out
+
     def compose(self, question: str, bundle: EvidenceBundle) -> Answer:
         ddx = [f for f in bundle.of_kind("kg") if "ddx_rank" in f.meta]
         facts = [
@@ -142,7 +155,8 @@ class ExtractiveComposer:
         ]
         quoted = self._literature_sentences(question, bundle.of_kind("passage"))
         lead = self._differential_sentence(ddx)
-        sentences = ([lead] if lead else []) + self._fact_sentences(facts)
+        sentences = ([lead] if lead else []) + self._image_sentences(bundle.of_kind("image"))
+        sentences += self.fact_sentences(facts)
         sentences += [f"{s.rstrip()} [{p.id}]" for s, p in quoted]
         if not sentences:
             best = max((i.score for i in bundle), default=0.0)

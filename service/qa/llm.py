@@ -20,7 +20,7 @@ from service.qa.answer import Answer
 from service.qa.citations import check_citations
 from service.qa.prompts import ANSWER_SCHEMA, answer_messages
 
-__all__ = ["LLMAnswerer", "LLMError", "AnswerTextStream"]
+__all__ = ["LLMAnswerer", "LLMError", "AnswerTextStream", "parse_json_object"]
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
@@ -29,6 +29,18 @@ class LLMError(RuntimeError):
     def __init__(self, message: str, status: int = 502) -> None:
         super().__init__(message)
         self.status = status
+
+
+def parse_json_object(content: str) -> dict[str, Any]:
+    """The JSON object of a reply (a ```json fence around it is tolerated), or LLMError."""
+    fenced = _FENCE.match(content.strip())
+    try:
+        data = json.loads(fenced.group(1) if fenced else content)
+    except ValueError as exc:
+        raise LLMError(f"the LLM reply is not JSON: {content[:200]!r}") from exc
+    if not isinstance(data, dict):
+        raise LLMError("the LLM reply is not a JSON object")
+    return data
 
 
 class AnswerTextStream:
@@ -99,12 +111,15 @@ class LLMAnswerer:
         }
 
     def _request(self, question: str, bundle: EvidenceBundle, conversation: str, stream: bool) -> Any:
+        return self._create(answer_messages(question, bundle.items, conversation), self.response_format, stream)
+
+    def _create(self, messages: list[dict[str, str]], response_format: dict[str, Any], stream: bool) -> Any:
         try:
             return self.client.chat.completions.create(
                 model=self.model,
-                messages=answer_messages(question, bundle.items, conversation),  # type: ignore[arg-type]
+                messages=messages,  # type: ignore[arg-type]
                 temperature=0,
-                response_format=self.response_format,  # type: ignore[arg-type]
+                response_format=response_format,  # type: ignore[arg-type]
                 stream=stream,
             )
         except openai.APITimeoutError as exc:
@@ -118,13 +133,26 @@ class LLMAnswerer:
         except (openai.OpenAIError, ValueError) as exc:
             raise LLMError(f"unreadable response from the LLM server: {exc}") from exc
 
+    def complete_json(self, messages: list[dict[str, str]], name: str, schema: dict[str, Any]) -> dict[str, Any]:
+        """One JSON-schema completion (for other tasks than answering, e.g. reports), parsed."""
+        fmt = {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+        return parse_json_object(self._content(self._create(messages, fmt, stream=False)))
+
+    @staticmethod
+    def _content(completion: Any) -> str:
+        if not completion.choices:
+            raise LLMError("the LLM returned no choices")
+        choice = completion.choices[0]
+        if choice.finish_reason == "length":
+            raise LLMError("the LLM reply was cut off at the token limit")
+        if not choice.message.content:
+            refusal = getattr(choice.message, "refusal", None)
+            raise LLMError(f"the LLM refused: {refusal}" if refusal else "the LLM reply was empty")
+        return choice.message.content
+
     def parse(self, content: str, bundle: EvidenceBundle) -> Answer:
-        fenced = _FENCE.match(content.strip())
-        try:
-            data = json.loads(fenced.group(1) if fenced else content)
-        except ValueError as exc:
-            raise LLMError(f"the LLM reply is not JSON: {content[:200]!r}") from exc
-        if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
+        data = parse_json_object(content)
+        if not isinstance(data.get("answer"), str):
             raise LLMError("the LLM reply has no 'answer' text")
         listed = data.get("citations") or []
         if not isinstance(listed, list):
@@ -145,16 +173,7 @@ class LLMAnswerer:
         )
 
     def answer(self, question: str, bundle: EvidenceBundle, conversation: str = "") -> Answer:
-        completion = self._request(question, bundle, conversation, stream=False)
-        if not completion.choices:
-            raise LLMError("the LLM returned no choices")
-        choice = completion.choices[0]
-        if choice.finish_reason == "length":
-            raise LLMError("the LLM reply was cut off at the token limit")
-        if not choice.message.content:
-            refusal = getattr(choice.message, "refusal", None)
-            raise LLMError(f"the LLM refused: {refusal}" if refusal else "the LLM reply was empty")
-        return self.parse(choice.message.content, bundle)
+        return self.parse(self._content(self._request(question, bundle, conversation, stream=False)), bundle)
 
     def stream(self, question: str, bundle: EvidenceBundle, conversation: str = "") -> Iterator[str | Answer]:
         """Pieces of the answer text as the model writes them, then the checked :class:`Answer`

@@ -1,5 +1,10 @@
 """Question answering over HTTP: ``POST /v1/qa`` answers with citations, as JSON or, with
-``"stream": true`` (or ``Accept: text/event-stream``), as server-sent events."""
+``"stream": true`` (or ``Accept: text/event-stream``), as server-sent events.
+
+The body is JSON (``QARequest``), or ``multipart/form-data`` with an attached DICOM study: fields
+``question``, ``session_id``, ``options`` (JSON text), ``stream`` and the file part ``file``; the
+most similar prior studies and their reports then join the evidence (``IMG:`` citations).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,15 @@ import json
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
 
+from multimodal.dicom import DicomImage
 from service.api.deps import get_container
+from service.api.uploads import read_upload
 from service.container import Container
 from service.qa.engine import QAOptions, QAResponse
 
@@ -26,6 +35,7 @@ class QARequest(BaseModel):
     session_id: str | None = Field(default=None, max_length=64, description="From POST /v1/sessions.")
     options: QAOptions = Field(default_factory=QAOptions)
     stream: bool = Field(default=False, description="Server-sent events: retrieval, delta (answer text), answer.")
+    image_id: str | None = Field(default=None, max_length=200, description="An indexed study (IMG:...) to compare.")
 
 
 def _sse(event: str, data: Any) -> str:
@@ -33,24 +43,87 @@ def _sse(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(payload, ensure_ascii=False)}\n\n"
 
 
+def _invalid(exc: ValidationError) -> HTTPException:
+    return HTTPException(422, [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()])
+
+
+async def _read_request(c: Container, request: Request) -> tuple[QARequest, DicomImage | None]:
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type == "multipart/form-data":
+        form = await request.form()
+        fields: dict[str, Any] = {k: v for k, v in form.items() if not isinstance(v, UploadFile)}
+        if "options" in fields:
+            try:
+                fields["options"] = json.loads(fields["options"])
+            except ValueError:
+                raise HTTPException(422, "the 'options' field must be JSON") from None
+        try:
+            body = QARequest.model_validate(fields)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        upload = form.get("file")
+        image = await read_upload(c, upload) if isinstance(upload, UploadFile) else None
+        return body, image
+    if content_type not in ("application/json", ""):
+        raise HTTPException(415, f"send application/json or multipart/form-data, not {content_type!r}")
+    raw = await request.body()
+    try:
+        return QARequest.model_validate_json(raw), None
+    except ValidationError as exc:
+        if any(e["type"] == "json_invalid" for e in exc.errors()):
+            raise HTTPException(422, f"request body is not valid JSON: {exc.errors()[0]['msg']}") from None
+        raise _invalid(exc) from None
+
+
 @router.post(
     "/qa",
     response_model=QAResponse,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": QARequest.model_json_schema()},
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["question"],
+                        "properties": {
+                            "question": {"type": "string"},
+                            "session_id": {"type": "string"},
+                            "options": {"type": "string", "description": "QAOptions as JSON text"},
+                            "stream": {"type": "boolean"},
+                            "file": {"type": "string", "format": "binary", "description": "A DICOM study"},
+                        },
+                    }
+                },
+            },
+        }
+    },
     responses={
         200: {"content": {"text/event-stream": {}}, "description": "JSON, or events when streaming."},
-        404: {"description": "Unknown or expired session."},
+        404: {"description": "Unknown or expired session, or unknown image id."},
+        413: {"description": "Body or upload too large."},
+        415: {"description": "Not JSON / multipart, or the file is not DICOM."},
         502: {"description": "The LLM failed."},
         504: {"description": "The LLM timed out."},
     },
 )
-def qa(c: Deps, body: QARequest, request: Request) -> Any:
-    """Answer a clinical question from knowledge-graph facts and paths plus literature passages;
-    every statement cites an evidence id (``KG:...``, ``PMID:...#s..``)."""
+async def qa(c: Deps, request: Request) -> Any:
+    """Answer a clinical question from knowledge-graph facts and paths plus literature passages (and
+    similar prior studies when a DICOM is attached or ``image_id`` is given); every statement cites
+    an evidence id (``KG:...``, ``PMID:...#s..``, ``IMG:...``)."""
+    body, image = await _read_request(c, request)
     wants_events = body.stream or "text/event-stream" in request.headers.get("accept", "")
-    if not wants_events:
-        return c.qa.ask(body.question, body.session_id, body.options)
-    events = c.qa.ask_stream(body.question, body.session_id, body.options)
-    first = next(events)  # retrieval runs here, so bad input still gets its status code
+    args = (body.question, body.session_id, body.options, image, body.image_id)
+    try:
+        if not wants_events:
+            return await run_in_threadpool(c.qa.ask, *args)
+        events = c.qa.ask_stream(*args)
+        first = await run_in_threadpool(next, events)  # retrieval runs here: bad input still gets its status
+    except KeyError as exc:
+        if body.image_id and exc.args and exc.args[0] == body.image_id:
+            raise HTTPException(404, f"no indexed image {body.image_id!r}") from None
+        raise
 
     def stream() -> Iterator[str]:
         yield _sse(*first)

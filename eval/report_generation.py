@@ -1,0 +1,134 @@
+"""Report quality on the IU chest X-ray reports (``python -m eval.report_generation [CSV]``).
+
+Each report of ../shared/data/iu_xray_reports/indiana_reports_dev.csv in turn is the "current
+study": its impression is generated from its indication and findings, with the report itself held
+out of the corpus (every other report is a prior), and compared with its own impression:
+
+- ROUGE-L F (LCS of word tokens, :mod:`kg.text_metrics`);
+- keyword F1: the MeSH main headings of the collection (its MeSH column's vocabulary, e.g.
+  cardiomegaly, pleural effusion, atelectasis) found in the generated vs the reference impression.
+
+Beside the baseline computed in the same run on the same reports and the same retrieval: the
+nearest neighbour's impression copied as it is. medkg's impression is the weighted medoid of the
+k nearest priors' impressions (:mod:`service.reports.consensus`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kg.text_metrics import keyword_f1, rouge_l
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+IGNORED_HEADINGS = {"normal", "no indexing"}
+
+
+def heading_vocabulary(mesh_terms: list[list[str]]) -> list[re.Pattern[str]]:
+    heads = {t.split("/", 1)[0].strip().lower() for terms in mesh_terms for t in terms}
+    heads -= IGNORED_HEADINGS
+    return [re.compile(rf"\b{re.escape(h)}\b") for h in sorted(h for h in heads if len(h) > 2)]
+
+
+def keywords(text: str, vocabulary: list[re.Pattern[str]]) -> set[str]:
+    low = text.lower()
+    return {p.pattern for p in vocabulary if p.search(low)}
+
+
+def _strip_citations(text: str) -> str:
+    return re.sub(r"\s*\[[^\]]*\]", "", text).strip()
+
+
+def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: int | None = None) -> dict:  # noqa: ANN001
+    vocabulary = heading_vocabulary([r.mesh for _, r in reports])  # type: ignore[attr-defined]
+    cases = [(d, r) for d, r in reports if r.impression and (r.findings or r.indication)]  # type: ignore[attr-defined]
+    cases = cases[:limit] if limit else cases
+    rows = []
+    started = time.perf_counter()
+    for doc_id, r in cases:
+        query = " ".join(p for p in (r.indication, r.findings) if p)  # type: ignore[attr-defined]
+        priors = generator.priors(query, k=k, exclude={doc_id})
+        ours = _strip_citations(generator.compose_impression(priors))
+        nearest = priors[0].report.impression or "" if priors else ""
+        ref = r.impression  # type: ignore[attr-defined]
+        ref_kw = keywords(ref, vocabulary)
+        rows.append(
+            {
+                "doc_id": doc_id,
+                "ours_rouge_l": rouge_l(ours, ref),
+                "nn_rouge_l": rouge_l(nearest, ref),
+                "ours_keyword_f1": keyword_f1(keywords(ours, vocabulary), ref_kw),
+                "nn_keyword_f1": keyword_f1(keywords(nearest, vocabulary), ref_kw),
+                "priors": len(priors),
+            }
+        )
+    seconds = time.perf_counter() - started
+
+    def mean(key: str) -> float:
+        return round(statistics.fmean(row[key] for row in rows), 4) if rows else 0.0
+
+    return {
+        "reports": len(rows),
+        "k": k,
+        "keywords_in_vocabulary": len(vocabulary),
+        "medkg": {"rouge_l": mean("ours_rouge_l"), "keyword_f1": mean("ours_keyword_f1")},
+        "nearest_neighbour": {"rouge_l": mean("nn_rouge_l"), "keyword_f1": mean("nn_keyword_f1")},
+        "without_priors": sum(1 for row in rows if not row["priors"]),
+        "ms_per_report": round(1000 * seconds / max(len(rows), 1), 2),
+        "rows": rows,
+    }
+
+
+def report(result: dict) -> None:
+    print(f"{result['reports']} reports, impression from indication + findings, k = {result['k']} priors")
+    print(f"{'':24}{'ROUGE-L':>10}{'keyword F1':>12}")
+    for name, key in (("nearest neighbour", "nearest_neighbour"), ("medkg (consensus)", "medkg")):
+        print(f"{name:24}{result[key]['rouge_l']:>10.4f}{result[key]['keyword_f1']:>12.4f}")
+    d_r = result["medkg"]["rouge_l"] - result["nearest_neighbour"]["rouge_l"]
+    d_k = result["medkg"]["keyword_f1"] - result["nearest_neighbour"]["keyword_f1"]
+    print(f"{'difference':24}{d_r:>+10.4f}{d_k:>+12.4f}")
+    print(f"{result['without_priors']} reports found no prior; {result['ms_per_report']} ms per report")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", type=Path, nargs="?", default=SHARED / "iu_xray_reports" / "indiana_reports_dev.csv")
+    parser.add_argument("--limit", type=int, help="only the first N reports as current studies")
+    parser.add_argument("-k", type=int, default=5, help="priors per report")
+    parser.add_argument("--data-dir", type=Path, help="load the reports here (default: a temp dir)")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    if not args.file.exists():
+        print(f"{args.file} is absent (../shared/data/iu_xray_reports)", file=sys.stderr)
+        return 2
+    from ingest.reports import RadiologyReport, ReportLoader, read_iu_reports
+    from kg.settings import load_settings
+    from service.container import Container
+
+    with tempfile.TemporaryDirectory(prefix="medkg-eval-reports-") as tmp:
+        data_dir = args.data_dir or Path(tmp)
+        with Container(load_settings(data_dir=data_dir)) as c:
+            records = list(read_iu_reports(args.file))
+            loader = ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports)
+            t0 = time.perf_counter()
+            loaded = loader.load(records)
+            print(
+                f"loaded: {loaded.documents_added} added, {loaded.documents_unchanged} unchanged "
+                f"({time.perf_counter() - t0:.1f} s)"
+            )
+            reports = [(d, r) for d, r in c.reports.iter() if isinstance(r, RadiologyReport)]
+            result = evaluate(c.report_generator, reports, k=args.k, limit=args.limit)
+    report(result)
+    if args.json:
+        args.json.write_text(json.dumps({k: v for k, v in result.items() if k != "rows"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,362 @@
+"""The image index: a FAISS vector index of image embeddings plus a SQLite table of image metadata.
+
+Files in the index directory: ``<name>.faiss`` and ``<name>.ids.json`` (the vectors,
+:class:`kg.vector_index.VectorIndex`) and ``<name>.sqlite`` (one row per image: the de-identified
+metadata of :class:`multimodal.dicom.DicomImage`, the linked report and when it was added). Pixels
+and file paths are never stored (a path can hold a patient's name); ids are pseudonyms.
+
+Each vector's fingerprint is a hash of the file's SHA-256 and the encoder's signature, so re-adding
+an unchanged image embeds nothing, and changing the encoder re-embeds everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kg.model import format_time, utc_now
+from kg.vector_index import VectorIndex
+from multimodal.dicom import DicomImage
+from multimodal.encoders import ImageEncoder
+
+__all__ = ["AddResult", "ImageHit", "ImageIndex", "ImageRecord"]
+
+_METADATA = (
+    "study_id",
+    "series_id",
+    "modality",
+    "body_part",
+    "study_description",
+    "series_description",
+    "view_position",
+    "laterality",
+    "pixel_spacing_row",
+    "pixel_spacing_col",
+    "rows",
+    "columns",
+    "frames",
+    "photometric",
+    "transfer_syntax",
+    "burned_in_annotation",
+    "sha256",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS images (
+    image_id TEXT PRIMARY KEY,
+    study_id TEXT NOT NULL,
+    series_id TEXT NOT NULL,
+    modality TEXT,
+    body_part TEXT,
+    study_description TEXT,
+    series_description TEXT,
+    view_position TEXT,
+    laterality TEXT,
+    pixel_spacing_row REAL,
+    pixel_spacing_col REAL,
+    rows INTEGER NOT NULL,
+    columns INTEGER NOT NULL,
+    frames INTEGER NOT NULL,
+    photometric TEXT NOT NULL,
+    transfer_syntax TEXT NOT NULL,
+    burned_in_annotation INTEGER,
+    sha256 TEXT NOT NULL,
+    report_id TEXT,
+    added_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS images_study ON images(study_id);
+CREATE INDEX IF NOT EXISTS images_report ON images(report_id);
+"""
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """What the index knows about an image (never its pixels or its file's path)."""
+
+    image_id: str
+    study_id: str
+    series_id: str
+    modality: str | None
+    body_part: str | None
+    study_description: str | None
+    series_description: str | None
+    view_position: str | None
+    laterality: str | None
+    pixel_spacing: tuple[float, float] | None
+    rows: int
+    columns: int
+    frames: int
+    photometric: str
+    transfer_syntax: str
+    burned_in_annotation: bool | None
+    sha256: str
+    report_id: str | None
+    added_at: str
+
+
+@dataclass(frozen=True)
+class ImageHit:
+    image_id: str
+    study_id: str
+    score: float  # cosine similarity to the query
+    modality: str | None
+    body_part: str | None
+    study_description: str | None
+    view_position: str | None
+    report_id: str | None
+
+
+@dataclass
+class AddResult:
+    added: int = 0  # images new to the index
+    changed: int = 0  # images already there whose file or metadata changed
+    unchanged: int = 0
+    embedded: int = 0  # vectors computed (new, changed, or missing from the saved vectors)
+    seconds: float = 0.0
+
+
+def _row(img: DicomImage) -> tuple:
+    spacing = img.pixel_spacing or (None, None)
+    burned = None if img.burned_in_annotation is None else int(img.burned_in_annotation)
+    return (
+        img.study_id,
+        img.series_id,
+        img.modality,
+        img.body_part,
+        img.study_description,
+        img.series_description,
+        img.view_position,
+        img.laterality,
+        spacing[0],
+        spacing[1],
+        img.rows,
+        img.columns,
+        img.frames,
+        img.photometric,
+        img.transfer_syntax,
+        burned,
+        img.sha256,
+    )
+
+
+def _record(row: sqlite3.Row) -> ImageRecord:
+    spacing = None if row["pixel_spacing_row"] is None else (row["pixel_spacing_row"], row["pixel_spacing_col"])
+    burned = row["burned_in_annotation"]
+    return ImageRecord(
+        image_id=row["image_id"],
+        study_id=row["study_id"],
+        series_id=row["series_id"],
+        modality=row["modality"],
+        body_part=row["body_part"],
+        study_description=row["study_description"],
+        series_description=row["series_description"],
+        view_position=row["view_position"],
+        laterality=row["laterality"],
+        pixel_spacing=spacing,
+        rows=row["rows"],
+        columns=row["columns"],
+        frames=row["frames"],
+        photometric=row["photometric"],
+        transfer_syntax=row["transfer_syntax"],
+        burned_in_annotation=None if burned is None else bool(burned),
+        sha256=row["sha256"],
+        report_id=row["report_id"],
+        added_at=row["added_at"],
+    )
+
+
+class ImageIndex:
+    """Image vectors (FAISS) and metadata (SQLite) in ``directory``; safe to share between threads."""
+
+    def __init__(self, directory: Path | str, encoder: ImageEncoder, name: str = "images") -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.encoder = encoder
+        self.name = name
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        # Deleted or overwritten metadata does not linger in free pages of the file.
+        self._db.execute("PRAGMA secure_delete = ON")
+        self._db.executescript(_SCHEMA)
+        self.vectors = VectorIndex.open(self.directory, name, encoder.dimension)
+
+    def _fingerprint(self, img: DicomImage) -> str:
+        return hashlib.sha256(f"{img.sha256}\n{self.encoder.signature}".encode()).hexdigest()
+
+    # ---- writes ------------------------------------------------------------------------------
+    def add(self, images: Sequence[DicomImage], batch: int = 64) -> AddResult:
+        """Store and embed images; what is already there unchanged embeds nothing. Call ``commit``."""
+        started = time.perf_counter()
+        result = AddResult()
+        unique = list({img.image_id: img for img in images}.values())
+        now = format_time(utc_now())
+        columns = ", ".join(_METADATA)
+        marks = ", ".join("?" * len(_METADATA))
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _METADATA)
+        with self._lock:
+            stored = self.get([img.image_id for img in unique])
+            for img in unique:
+                old = stored.get(img.image_id)
+                if old is None:
+                    result.added += 1
+                elif _row(img) == _row_of_record(old):
+                    result.unchanged += 1
+                    continue
+                else:
+                    result.changed += 1
+                # report_id and added_at of an existing row are kept
+                self._db.execute(
+                    f"INSERT INTO images (image_id, {columns}, added_at) VALUES (?, {marks}, ?) "
+                    f"ON CONFLICT(image_id) DO UPDATE SET {updates}",
+                    (img.image_id, *_row(img), now),
+                )
+            self._db.commit()
+        # The vectors' own fingerprints decide what to embed, so an interrupted run re-embeds
+        # exactly what did not reach the saved index.
+        ids = [img.image_id for img in unique]
+        prints = [self._fingerprint(img) for img in unique]
+        need = self.vectors.needs_update(ids, prints)
+        for start in range(0, len(need), batch):
+            chunk = need[start : start + batch]
+            vectors = self.encoder.encode([unique[i].pixels for i in chunk])
+            result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
+        result.seconds = round(time.perf_counter() - started, 3)
+        return result
+
+    def link_report(self, image_id: str, report_id: str | None) -> None:
+        """Record the report (a Document id) of an image; ``None`` unlinks. Unknown image: KeyError."""
+        with self._lock:
+            changed = self._db.execute(
+                "UPDATE images SET report_id = ? WHERE image_id = ?", (report_id, image_id)
+            ).rowcount
+            self._db.commit()
+        if not changed:
+            raise KeyError(f"image {image_id} is not in the index")
+
+    def remove(self, image_ids: Iterable[str]) -> int:
+        ids = list(dict.fromkeys(image_ids))
+        n = 0
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                n += self._db.execute(
+                    f"DELETE FROM images WHERE image_id IN ({','.join('?' * len(chunk))})", chunk
+                ).rowcount
+            self._db.commit()
+        self.vectors.remove(ids)
+        return n
+
+    def commit(self) -> None:
+        """Persist the vectors (the metadata is committed by each write)."""
+        with self._lock:
+            self.vectors.save()
+
+    def close(self) -> None:
+        with self._lock:
+            self.commit()
+            self._db.close()
+
+    # ---- reads -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM images").fetchone()[0]
+
+    def __contains__(self, image_id: object) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM images WHERE image_id = ?", (image_id,)).fetchone() is not None
+
+    def get(self, image_ids: Iterable[str]) -> dict[str, ImageRecord]:
+        ids = list(dict.fromkeys(image_ids))
+        out: dict[str, ImageRecord] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                chunk = ids[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in self._db.execute(f"SELECT * FROM images WHERE image_id IN ({marks})", chunk):
+                    out[row["image_id"]] = _record(row)
+        return out
+
+    def study_images(self, study_id: str) -> list[str]:
+        with self._lock:
+            return [
+                r[0]
+                for r in self._db.execute(
+                    "SELECT image_id FROM images WHERE study_id = ? ORDER BY image_id", (study_id,)
+                )
+            ]
+
+    def query_vector(self, query: np.ndarray | DicomImage) -> np.ndarray:
+        """The vector of a query: a vector as given; an image's stored vector when the index holds
+        this very file under this encoder, else a fresh embedding of its pixels."""
+        if isinstance(query, DicomImage):
+            if self.vectors.fingerprint(query.image_id) == self._fingerprint(query):
+                stored = self.vectors.vector(query.image_id)
+                if stored is not None:
+                    return stored
+            return self.encoder.encode([query.pixels])[0]
+        vector = np.asarray(query, dtype=np.float32)
+        if vector.ndim == 2 and vector.shape[0] == 1:
+            vector = vector[0]
+        if vector.shape != (self.encoder.dimension,):
+            raise ValueError(f"a query vector must have {self.encoder.dimension} values, got shape {vector.shape}")
+        return vector
+
+    def search(self, query: np.ndarray | DicomImage, k: int = 5, exclude: Iterable[str] = ()) -> list[ImageHit]:
+        """The ``k`` most similar images, best first, leaving out the ids in ``exclude``."""
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
+        excluded = set(exclude)
+        vector = self.query_vector(query)
+        found = self.vectors.search(vector, k + len(excluded))[0]
+        kept = [(sid, score) for sid, score in found if sid not in excluded][:k]
+        records = self.get([sid for sid, _ in kept])
+        hits = []
+        for sid, score in kept:
+            rec = records.get(sid)
+            if rec is None:  # a vector whose row was removed by another process: skip it
+                continue
+            hits.append(
+                ImageHit(
+                    image_id=sid,
+                    study_id=rec.study_id,
+                    score=score,
+                    modality=rec.modality,
+                    body_part=rec.body_part,
+                    study_description=rec.study_description,
+                    view_position=rec.view_position,
+                    report_id=rec.report_id,
+                )
+            )
+        return hits
+
+
+def _row_of_record(rec: ImageRecord) -> tuple:
+    spacing = rec.pixel_spacing or (None, None)
+    burned = None if rec.burned_in_annotation is None else int(rec.burned_in_annotation)
+    return (
+        rec.study_id,
+        rec.series_id,
+        rec.modality,
+        rec.body_part,
+        rec.study_description,
+        rec.series_description,
+        rec.view_position,
+        rec.laterality,
+        spacing[0],
+        spacing[1],
+        rec.rows,
+        rec.columns,
+        rec.frames,
+        rec.photometric,
+        rec.transfer_syntax,
+        burned,
+        rec.sha256,
+    )

@@ -1,0 +1,213 @@
+"""The image index (real FAISS, real SQLite, real DICOM files) and the end-to-end PHI guarantee:
+no identifier of a DICOM file reaches an image, the index files, the graph entities or the logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import pytest
+
+from multimodal.deid import Pseudonymizer
+from multimodal.dicom import DicomImage, iter_dicom, read_dicom
+from multimodal.encoders import DescriptorEncoder
+from multimodal.graph import image_entities, report_relation
+from multimodal.image_index import ImageIndex
+
+P = Pseudonymizer(b"i" * 32)
+PYDICOM_FILES = Path(pydicom.data.__file__).parent / "test_files"
+SAMPLES = (
+    "CT_small.dcm",
+    "MR_small.dcm",
+    "examples_rgb_color.dcm",
+    "JPEG2000.dcm",
+    "rtdose.dcm",
+    "liver_1frame.dcm",
+    "SC_rgb_rle.dcm",
+)
+
+
+@pytest.fixture(scope="module")
+def images() -> list[DicomImage]:
+    found = list(iter_dicom([PYDICOM_FILES / name for name in SAMPLES], P))
+    assert all(isinstance(img, DicomImage) for img in found)
+    return found  # type: ignore[return-value]
+
+
+def test_add_search_and_reembed_nothing(tmp_path: Path, images: list[DicomImage]) -> None:
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    result = index.add(images)
+    assert (result.added, result.unchanged, result.embedded) == (len(images), 0, len(images))
+    assert len(index) == len(images) == len(index.vectors)
+    for img in images:
+        best = index.search(img, k=3)[0]
+        assert best.image_id == img.image_id and best.score == pytest.approx(1.0, abs=1e-4)
+        assert (best.study_id, best.modality, best.body_part) == (img.study_id, img.modality, img.body_part)
+    again = index.add(images)
+    assert (again.added, again.changed, again.unchanged, again.embedded) == (0, 0, len(images), 0)
+    # a vector query, and a query image that is not in the index (embedded on the fly)
+    vector = index.vectors.vector(images[0].image_id)
+    assert index.search(vector, k=1)[0].image_id == images[0].image_id
+    # the same MR instance in another encoding: same id, other file, so its vector is computed afresh
+    other_file = read_dicom(PYDICOM_FILES / "MR_small_bigendian.dcm", P)
+    assert other_file.image_id == images[1].image_id and other_file.sha256 != images[1].sha256
+    hits = index.search(other_file, k=2)
+    assert hits[0].image_id == images[1].image_id and hits[0].score == pytest.approx(1.0, abs=1e-4)
+    with pytest.raises(ValueError, match="151 values"):
+        index.search(np.ones(7, np.float32))
+    index.close()
+
+
+def test_exclude_link_report_get_and_persistence(tmp_path: Path, images: list[DicomImage]) -> None:
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    index.add(images)
+    ct = images[0]
+    hits = index.search(ct, k=3, exclude={ct.image_id})
+    assert len(hits) == 3 and ct.image_id not in {h.image_id for h in hits}
+    index.link_report(ct.image_id, "REPORT:CXR1")
+    with pytest.raises(KeyError):
+        index.link_report("IMG:2.25.1", "REPORT:CXR2")
+    record = index.get([ct.image_id, "IMG:2.25.1"])
+    assert list(record) == [ct.image_id]
+    rec = record[ct.image_id]
+    assert (rec.report_id, rec.sha256, rec.rows, rec.pixel_spacing) == ("REPORT:CXR1", ct.sha256, 128, ct.pixel_spacing)
+    assert rec.added_at.endswith("Z")
+    index.close()
+
+    reopened = ImageIndex(tmp_path, DescriptorEncoder())
+    assert len(reopened) == len(images) and len(reopened.vectors) == len(images)
+    best = reopened.search(ct, k=1)[0]
+    assert (best.image_id, best.report_id) == (ct.image_id, "REPORT:CXR1")
+    assert reopened.add(images).embedded == 0
+    # the report link survives a re-add, and a new encoder signature re-embeds everything
+    assert reopened.get([ct.image_id])[ct.image_id].report_id == "REPORT:CXR1"
+    reopened.encoder = type("Other", (DescriptorEncoder,), {"signature": "descriptor-v2:151"})()
+    assert reopened.add(images).embedded == len(images)
+    reopened.close()
+
+
+def test_concurrent_adds_and_searches(tmp_path: Path, images: list[DicomImage]) -> None:
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+
+    def work(i: int) -> int:
+        index.add(images[i % len(images) :] + images[: i % len(images)])
+        return len(index.search(images[i % len(images)], k=2))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(n >= 1 for n in pool.map(work, range(12)))
+    assert len(index) == len(images) == len(index.vectors)
+    index.close()
+
+
+def test_graph_entities(images: list[DicomImage]) -> None:
+    ct = images[0]
+    entities, relations = image_entities(ct)
+    by_category = {e.category: e for e in entities}
+    assert by_category["Image"].id == ct.image_id and by_category["Image"].name == "CT image"
+    assert by_category["ImagingStudy"].id == ct.study_id
+    assert by_category["Modality"].id == "DCM:CT" and by_category["Modality"].name == "Computed Tomography"
+    assert "Anatomy" not in by_category  # CT_small has no body part
+    assert {(r.subject, r.type, r.object) for r in relations} == {
+        (ct.study_id, "HAS_IMAGE", ct.image_id),
+        (ct.image_id, "HAS_MODALITY", "DCM:CT"),
+    }
+    nm = images[3]
+    entities, relations = image_entities(nm)
+    part = next(e for e in entities if e.category == "Anatomy")
+    assert (part.id, part.name) == ("BODYPART:WHOLE_BODY", "Whole Body")
+    assert any(r.type == "DEPICTS" and r.object == part.id and r.source == "dicom" for r in relations)
+    rel = report_relation(ct.image_id, "PMID:123")
+    assert (rel.subject, rel.type, rel.object, rel.source) == (ct.image_id, "HAS_REPORT", "PMID:123", "reports")
+
+
+def test_chest_radiograph_entity_name(images: list[DicomImage]) -> None:
+    cr = replace(images[0], modality="CR", body_part="CHEST", view_position="PA")  # the name uses metadata only
+    entities, _ = image_entities(cr)
+    assert entities[0].name == "CR chest image (PA)"
+    assert next(e for e in entities if e.category == "Modality").name == "Computed Radiography"
+
+
+# ---- PHI ------------------------------------------------------------------------------------------
+PHI = {
+    "PatientName": "Doe^Jane",
+    "PatientID": "MRN-123456",
+    "PatientBirthDate": "19700101",
+    "PatientAddress": "12 Elm Street",
+    "InstitutionName": "St Example Hospital",
+    "ReferringPhysicianName": "Dr^Who",
+    "AccessionNumber": "ACC987",
+}
+PRIVATE = "SECRET-PRIVATE"
+
+
+def _phi_file(tmp_path: Path) -> tuple[Path, list[str]]:
+    ds = pydicom.dcmread(PYDICOM_FILES / "CT_small.dcm")
+    for keyword, value in PHI.items():
+        setattr(ds, keyword, value)
+    ds.StudyDescription = "CT chest Doe"
+    # invalid values: pydicom's validation would quote them in a warning if they were ever converted
+    ds.OtherPatientIDs = "OTHER-ID-" + "9" * 70  # LO longer than 64
+    ds.StudyInstanceUID = "1.2.826.0.1.3680043.0123.77"  # a leading zero is not allowed in a UID
+    ds.private_block(0x0011, "ACME HOSPITAL", create=True).add_new(0x10, "LO", PRIVATE)
+    uids = [str(ds.StudyInstanceUID), str(ds.SeriesInstanceUID), str(ds.SOPInstanceUID)]
+    path = tmp_path / "in" / "Doe_Jane_MRN-123456.dcm"  # a path that itself holds identifiers
+    path.parent.mkdir()
+    ds.save_as(path)
+    return path, uids
+
+
+def test_no_identifier_reaches_any_output(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    path, uids = _phi_file(tmp_path)
+    caplog.clear()  # writing the test file may have warned about its invalid values
+    secrets = [*PHI.values(), "Doe", "Jane", "Dr^Who", "OTHER-ID-", PRIVATE, *uids, str(path), path.name]
+    raw = path.read_bytes()
+    assert all(s.encode() in raw for s in [*PHI.values(), PRIVATE, *uids])  # they are really in the file
+
+    index_dir = tmp_path / "index"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        img = read_dicom(path, P)
+        (img_from_walk,) = list(iter_dicom([path.parent], P))
+        assert img_from_walk == img
+        index = ImageIndex(index_dir, DescriptorEncoder())
+        index.add([img])
+        index.link_report(img.image_id, "REPORT:1")
+        index.search(img, k=1)
+        index.close()
+        entities, relations = image_entities(img)
+        relations.append(report_relation(img.image_id, "REPORT:1"))
+
+    fields = {k: v for k, v in asdict(img).items() if k != "pixels"}
+    texts = {
+        "repr": repr(img),
+        "fields": json.dumps(fields, default=str),
+        "graph": json.dumps(
+            [e.model_dump(mode="json") for e in entities] + [r.model_dump(mode="json") for r in relations]
+        ),
+        "logs": "\n".join(f"{r.name} {r.getMessage()}" for r in caplog.records),
+        "warnings": "\n".join(str(w.message) for w in caught),
+    }
+    assert img.study_description == "CT chest [REMOVED]"
+    index_files = sorted(p for p in index_dir.iterdir() if p.is_file())
+    assert {p.suffix for p in index_files} >= {".sqlite", ".faiss", ".json"}
+    blobs = {p.name: p.read_bytes() for p in index_files}
+    for secret in secrets:
+        for where, text in texts.items():
+            assert secret not in text, f"{secret!r} in {where}"
+        for name, blob in blobs.items():
+            assert secret.encode() not in blob, f"{secret!r} in {name}"
+    assert any(r.name == "multimodal.dicom" for r in caplog.records)  # logging happened, clean
+
+    # pseudonyms: stable for one key, different for another
+    assert img.image_id == P.image_id(uids[2]) and img.study_id == P.study_id(uids[0])
+    assert read_dicom(path, Pseudonymizer(b"i" * 32)).image_id == img.image_id
+    other = read_dicom(path, Pseudonymizer(b"j" * 32))
+    assert (other.image_id, other.study_id, other.series_id) != (img.image_id, img.study_id, img.series_id)
+    assert other.image_id != img.image_id and other.study_id != img.study_id
