@@ -325,6 +325,55 @@ def ask(
 
 
 @app.command()
+def report(
+    file: Annotated[Path | None, typer.Argument(help="The study: a DICOM file.", dir_okay=False)] = None,
+    indication: Annotated[str, typer.Option(help="Why the study was done, e.g. 'chest pain, dyspnea'.")] = "",
+    image_id: Annotated[str | None, typer.Option(help="An indexed study (IMG:...) instead of a file.")] = None,
+    k: Annotated[int, typer.Option(min=1, max=20, help="Prior reports to draw on.")] = 5,
+    mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Draft a radiology report (technique, findings, impression) from the most similar prior studies
+    and reports and knowledge-graph facts about the indication, every sentence cited."""
+    from multimodal.dicom import DicomError, read_dicom
+    from service.qa.llm import LLMError
+
+    if file is None and not image_id:
+        raise fail("give a DICOM file or --image-id")
+    if mode not in ("auto", "extractive", "llm"):
+        raise fail(f"--mode must be auto, extractive or llm, not {mode!r}")
+    with container() as c:
+        image = None
+        if file is not None:
+            if not file.exists():
+                raise fail(f"no such file: {file}")
+            try:
+                image = read_dicom(file, c.pseudonymizer)
+            except DicomError as exc:
+                raise fail(f"{file.name}: {exc.reason}") from None
+        try:
+            r = c.report_generator.generate(indication, image=image, image_id=image_id, k=k, mode=mode)  # type: ignore[arg-type]
+        except KeyError:
+            raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
+        except LLMError as exc:
+            raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
+
+    def render(d: dict[str, Any]) -> None:
+        out.print(f"[bold]INDICATION:[/] {d['indication'] or '-'}", highlight=False, soft_wrap=True)
+        out.print(f"[bold]TECHNIQUE:[/] {d['technique']}", highlight=False, soft_wrap=True)
+        out.print(f"[bold]FINDINGS:[/] {d['findings'] or '-'}", highlight=False, soft_wrap=True)
+        out.print(f"[bold]IMPRESSION:[/] {d['impression'] or '-'}", highlight=False, soft_wrap=True)
+        if d["context"]:
+            out.print(f"[bold]CLINICAL CONTEXT:[/] {d['context']}", highlight=False, soft_wrap=True)
+        label = "insufficient evidence" if d["insufficient_evidence"] else f"confidence {d['confidence']:.2f}"
+        out.print(f"[dim]({d['mode']}, {label}; {len(d['priors'])} prior reports)[/]")
+        for p in d["priors"]:
+            out.print(f"  prior {p['doc_id']} ({p['score']:.2f}, by {' and '.join(p['via'])})", highlight=False)
+
+    emit(r.model_dump(mode="json"), as_json, render)
+
+
+@app.command()
 def demo(
     shared_data: Annotated[Path | None, typer.Option(help="The shared data folder (default: ../shared/data).")] = None,
     embed: Annotated[bool, typer.Option("--embed/--no-embed", help="Build the entity vector index.")] = True,

@@ -213,3 +213,80 @@ def list_mappings() -> None:
     for name, path in sorted(bundled_mappings().items()):
         spec = load_mapping(path)
         typer.echo(f"{name}: {' '.join((spec.description or '').split())}")
+
+
+def report_pairing(c: Container) -> dict[str, str]:
+    """Image file name (without suffixes) -> the report document that lists it."""
+    from multimodal.load import file_key
+
+    return {file_key(name): doc_id for doc_id, r in c.reports.iter() for name, _ in r.images}
+
+
+def run_dicom(c: Container, paths: list[Path], progress: bool) -> None:
+    from multimodal.load import load_images
+
+    pairing = report_pairing(c)
+    r = load_images(c.graph, c.image_index, c.pseudonymizer, paths, pairing.get, progress=progress)
+    out.print(
+        f"dicom: {r.files:,} files, {r.images:,} images ({r.added:,} added, {r.changed:,} changed, "
+        f"{r.unchanged:,} unchanged, {r.embedded:,} embedded), {r.reports_linked:,} paired with their report, "
+        f"{len(c.image_index):,} in the image index ({r.seconds:.1f} s)",
+        highlight=False,
+    )
+    if r.errors:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(r.error_kinds.items()))
+        out.print(f"[yellow]{len(r.errors):,} file(s) skipped ({kinds}); the rest loaded:[/]")
+        for e in r.errors[:20]:
+            out.print(f"  {e}", highlight=False, soft_wrap=True)
+
+
+@app.command("dicom")
+def ingest_dicom(
+    paths: Annotated[list[Path], typer.Argument(help="DICOM files, folders (recursive) or DICOMDIR files.")],
+    progress: ProgressOpt = True,
+) -> None:
+    """DICOM studies: de-identified (PS3.15 basic profile, keyed UID pseudonyms), embedded into the
+    image index, Image/Study nodes in the graph, paired with their reports when those are loaded."""
+    from service.cli import container
+
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        out.print(f"[bold red]error:[/] no such file or folder: {', '.join(missing)}")
+        raise typer.Exit(2)
+    with container() as c:
+        run_dicom(c, paths, progress)
+
+
+def run_reports(c: Container, file: Path, projections: Path | None, progress: bool) -> None:
+    from ingest.reports import ReportLoader, read_iu_reports
+
+    loader = ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=progress, reports=c.reports)
+    result = loader.load(read_iu_reports(file, projections))
+    render(result)
+    out.print(
+        f"reports: {result.documents_added:,} added, {result.documents_changed:,} changed, "
+        f"{result.documents_unchanged:,} unchanged; {len(c.reports):,} in the report table",
+        highlight=False,
+    )
+
+
+@app.command("reports")
+def ingest_reports(
+    file: Annotated[Path, typer.Argument(help="Reports CSV (IU chest X-ray layout).", exists=True, dir_okay=False)],
+    projections: Annotated[
+        Path | None, typer.Option(help="The image list (uid, filename, projection).", exists=True, dir_okay=False)
+    ] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """Radiology reports as Documents and Passages (indication, findings, impression), linked mentions
+    and findings, into the graph and the text indexes. Load reports before their images: an image
+    is paired by its file name, which is not kept after loading."""
+    from ingest.reports import ReportFormatError
+    from service.cli import container
+
+    with container() as c:
+        try:
+            run_reports(c, file, projections, progress)
+        except ReportFormatError as exc:
+            out.print(f"[bold red]error:[/] {exc}")
+            raise typer.Exit(2) from None

@@ -12,7 +12,7 @@ from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import Settings, load_settings
 from service.api.readiness import Readiness
-from service.api.routes import differential, graph, qa, sessions, text
+from service.api.routes import differential, graph, qa, reports, sessions, text
 from service.api.security import announce_startup, error_response, install_security
 from service.container import Container
 from service.qa.engine import UnknownSession
@@ -48,6 +48,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(differential.router)
     app.include_router(qa.router)
     app.include_router(sessions.router)
+    app.include_router(reports.router)
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:

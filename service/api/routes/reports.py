@@ -1,0 +1,88 @@
+"""Radiology report drafts over HTTP: ``POST /v1/reports`` with a DICOM upload (multipart: ``file``,
+``indication``, ``k``, ``mode``) or JSON ``{image_id, indication, k, mode}`` for an indexed study."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from service.api.deps import get_container
+from service.api.uploads import read_upload
+from service.container import Container
+from service.reports.generator import GeneratedReport
+
+router = APIRouter(prefix="/v1", tags=["reports"])
+Deps = Annotated[Container, Depends(get_container)]
+
+
+class ReportRequest(BaseModel):
+    indication: str = Field(default="", max_length=2000, examples=["Chest pain and shortness of breath."])
+    image_id: str | None = Field(default=None, max_length=200, description="An indexed study (IMG:...).")
+    k: int = Field(default=5, ge=1, le=20, description="Prior reports to draw on.")
+    mode: Literal["auto", "extractive", "llm"] = "auto"
+
+
+@router.post(
+    "/reports",
+    response_model=GeneratedReport,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": ReportRequest.model_json_schema()},
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {
+                            "file": {"type": "string", "format": "binary", "description": "The study (DICOM)"},
+                            "indication": {"type": "string"},
+                            "k": {"type": "integer"},
+                            "mode": {"type": "string", "enum": ["auto", "extractive", "llm"]},
+                        },
+                    }
+                },
+            },
+        }
+    },
+    responses={
+        404: {"description": "Unknown image id."},
+        413: {"description": "Upload too large (MEDKG_MAX_UPLOAD_BYTES)."},
+        415: {"description": "Not JSON / multipart, or the file is not DICOM."},
+        422: {"description": "Invalid fields, or a DICOM without usable pixels."},
+        502: {"description": "The LLM failed."},
+        504: {"description": "The LLM timed out."},
+    },
+)
+async def reports(c: Deps, request: Request) -> Any:
+    """A draft report (technique, findings, impression, clinical context) from the most similar prior
+    studies and reports and knowledge-graph facts about the indication; every sentence cited."""
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    image = None
+    try:
+        if content_type == "multipart/form-data":
+            form = await request.form()
+            upload = form.get("file")
+            fields = {k: v for k, v in form.items() if not isinstance(v, UploadFile)}
+            body = ReportRequest.model_validate(fields)
+            if not isinstance(upload, UploadFile):
+                raise HTTPException(422, "attach the study as the multipart file part 'file'")
+            image = await read_upload(c, upload)
+        elif content_type in ("application/json", ""):
+            body = ReportRequest.model_validate_json(await request.body())
+            if not body.image_id:
+                raise HTTPException(422, "give image_id (an indexed study), or upload a DICOM as multipart 'file'")
+        else:
+            raise HTTPException(415, f"send application/json or multipart/form-data, not {content_type!r}")
+    except ValidationError as exc:
+        raise HTTPException(422, [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]) from None
+    try:
+        return await run_in_threadpool(
+            c.report_generator.generate, body.indication, image, body.image_id, None, body.k, body.mode
+        )
+    except KeyError:
+        raise HTTPException(404, f"no indexed image {body.image_id!r}") from None

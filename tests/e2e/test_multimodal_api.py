@@ -1,0 +1,197 @@
+"""Images over HTTP and the CLI: DICOM studies de-identified into the image index and the graph,
+paired with their reports; report drafts (POST /v1/reports, `medkg report`) and QA with an attached
+study (IMG: citations). Real store, real indexes, real model; DICOMs from the pydicom-data wheel."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pydicom
+import pytest
+from fastapi.testclient import TestClient
+
+from ingest.reports import RadiologyReport, ReportLoader
+from kg.settings import load_settings
+from multimodal.load import load_images
+from service.api.app import create_app
+from service.container import Container
+from tests.e2e.test_cli import run
+from tests.e2e.test_qa_api import _build
+
+DATA = Path(importlib.util.find_spec("data_store").submodule_search_locations[0]) / "data"  # type: ignore[union-attr,index]
+STUDIES = {  # file -> (indication, findings, impression)
+    "RG1_J2KI.dcm": (
+        "Chest pain.",
+        "The heart is normal in size. The lungs are clear. No pleural effusion or pneumothorax.",
+        "No acute cardiopulmonary abnormality.",
+    ),
+    "RG3_J2KI.dcm": (
+        "Leg pain after a fall.",
+        "Well-defined lucent lesion of the distal tibia with a sclerotic rim. No fracture.",
+        "Non-ossifying fibroma of the distal tibia.",
+    ),
+    "CT_small.dcm": (
+        "Headache.",
+        "No intracranial hemorrhage. The ventricles are normal.",
+        "No acute intracranial process.",
+    ),
+    "MR_small.dcm": ("Seizure.", "No mass lesion. No abnormal enhancement.", "Normal MRI of the brain."),
+    "US1_UNCR.dcm": (
+        "Abdominal pain.",
+        "The liver is normal in echotexture. No gallstones.",
+        "Normal abdominal ultrasound.",
+    ),
+}
+EXTRA_REPORTS = [
+    ("Shortness of breath.", "Mild cardiomegaly. The lungs are clear. No pleural effusion.", "Mild cardiomegaly."),
+    ("Chest pain and cough.", "The heart is normal in size. The lungs are clear.", "No acute cardiopulmonary disease."),
+    ("Fever and cough.", "Right lower lobe airspace opacity. No pneumothorax.", "Right lower lobe pneumonia."),
+]
+
+
+def _file(name: str) -> Path:
+    path = DATA / name
+    if not path.exists():
+        import pydicom.data
+
+        path = Path(pydicom.data.get_testdata_file(name))  # CT_small / MR_small ship with pydicom itself
+    return path
+
+
+def _reports() -> list[RadiologyReport]:
+    out = []
+    for uid, (name, (indication, findings, impression)) in enumerate(STUDIES.items(), 1):
+        out.append(
+            RadiologyReport(
+                uid=str(uid), indication=indication, findings=findings, impression=impression,
+                mesh=["normal"], images=[(f"{name}.png", "Frontal")],
+            )
+        )  # fmt: skip
+    for uid, (indication, findings, impression) in enumerate(EXTRA_REPORTS, 100):
+        out.append(RadiologyReport(uid=str(uid), indication=indication, findings=findings, impression=impression))
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Container, Path]]:
+    tmp = tmp_path_factory.mktemp("mm")
+    studies = tmp / "studies"
+    studies.mkdir()
+    for name in STUDIES:
+        shutil.copy(_file(name), studies / name)
+    (studies / "notes.txt").write_text("not a DICOM file")
+    settings = load_settings(
+        data_dir=tmp / "data", api_keys=None, llm_base_url=None, rate_limit_per_minute=0, max_upload_bytes=4_000_000
+    )
+    c = Container(settings)
+    _build(c)
+    ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports).load(_reports())
+    pairing = {f"{name.removesuffix('.dcm')}": f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
+    result = load_images(c.graph, c.image_index, c.pseudonymizer, [studies], pairing.get, progress=False)
+    assert result.images == 5 and result.reports_linked == 5 and result.error_kinds == {"not_dicom": 1}
+    again = load_images(c.graph, c.image_index, c.pseudonymizer, [studies], pairing.get, progress=False)
+    assert again.embedded == 0 and again.unchanged == 5
+    yield c, studies
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def client(loaded: tuple[Container, Path]) -> Iterator[TestClient]:
+    with TestClient(create_app(container=loaded[0])) as c:
+        yield c
+
+
+def _image_id(c: Container, name: str) -> str:
+    return c.pseudonymizer.image_id(str(pydicom.dcmread(_file(name), stop_before_pixels=True).SOPInstanceUID))
+
+
+def test_images_are_in_the_graph_with_their_reports(loaded: tuple[Container, Path]) -> None:
+    c, _ = loaded
+    chest = _image_id(c, "RG1_J2KI.dcm")
+    linked = {n.relation.type: n.entity.id for n in c.graph.neighbours(chest, limit=20)}
+    assert linked["HAS_REPORT"] == "IUXR:1" and linked["HAS_MODALITY"] == "DCM:CR"
+    assert linked["DEPICTS"] == "BODYPART:CHEST" and linked["HAS_IMAGE"].startswith("STUDY:2.25.")
+    assert c.image_index.get([chest])[chest].report_id == "IUXR:1"
+
+
+def test_report_from_an_uploaded_study(client: TestClient, loaded: tuple[Container, Path]) -> None:
+    _, studies = loaded
+    files = {"file": ("RG1_J2KI.dcm", (studies / "RG1_J2KI.dcm").read_bytes(), "application/dicom")}
+    r = client.post("/v1/reports", data={"indication": "Chest pain and shortness of breath.", "k": "3"}, files=files)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["technique"].startswith("Computed Radiography of the chest")
+    assert "IUXR:1" not in {p["doc_id"] for p in out["priors"] if p["via"] == ["image"]}  # never its own report
+    assert out["impression"] and "[IUXR:" in out["impression"] and "[IUXR:" in out["findings"]
+    cited = {c["id"] for c in out["citations"]}
+    assert cited and all(i.startswith("IUXR:") for i in cited if "#" in i)
+    assert not out["insufficient_evidence"] and out["mode"] == "extractive"
+
+
+def test_report_for_an_indexed_study_and_errors(client: TestClient, loaded: tuple[Container, Path]) -> None:
+    c, studies = loaded
+    knee = _image_id(c, "RG3_J2KI.dcm")
+    r = client.post("/v1/reports", json={"image_id": knee, "indication": "Leg pain after a fall."})
+    assert r.status_code == 200 and r.json()["technique"].startswith("Computed Radiography of the extremity")
+    assert client.post("/v1/reports", json={"image_id": "IMG:2.25.1", "indication": "x"}).status_code == 404
+    assert client.post("/v1/reports", json={"indication": "x"}).status_code == 422
+    assert client.post("/v1/reports", content=b"x", headers={"content-type": "text/plain"}).status_code == 415
+    text = {"file": ("notes.txt", b"not a DICOM file at all", "text/plain")}
+    assert client.post("/v1/reports", files=text).status_code == 415
+    fake = {"file": ("x.dcm", b"\0" * 128 + b"DICM" + b"\0" * 64, "application/dicom")}
+    bad = client.post("/v1/reports", files=fake)
+    assert bad.status_code == 422 and "unusable DICOM" in bad.json()["detail"]
+    big = {"file": ("big.dcm", b"\0" * 5_000_000, "application/dicom")}
+    assert client.post("/v1/reports", files=big).status_code == 413
+
+
+def test_qa_with_an_attached_study_cites_similar_studies(client: TestClient, loaded: tuple[Container, Path]) -> None:
+    _, studies = loaded
+    ds = pydicom.dcmread(studies / "RG1_J2KI.dcm")
+    ds.PatientName, ds.PatientID = "Doe^Jane", "MRN-4242"
+    buf = io.BytesIO()
+    ds.save_as(buf)
+    files = {"file": ("study.dcm", buf.getvalue(), "application/dicom")}
+    r = client.post(
+        "/v1/qa", data={"question": "What does this study show?", "options": json.dumps({"k": 3})}, files=files
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert "Doe" not in r.text and "MRN-4242" not in r.text
+    images = [c for c in out["citations"] if c["kind"] == "image"]
+    assert images and all(c["id"].startswith("IMG:2.25.") for c in images)
+    assert "was reported as" in out["answer"] and "images" in out["timings_ms"]
+    indexed = client.post("/v1/qa", json={"question": "What does this study show?", "image_id": images[0]["id"]})
+    assert indexed.status_code == 200 and any(c["kind"] == "image" for c in indexed.json()["citations"])
+    missing = client.post("/v1/qa", json={"question": "What does it show?", "image_id": "IMG:2.25.1"})
+    assert missing.status_code == 404
+
+
+def test_cli_ingest_and_report(tmp_path: Path) -> None:
+    csv = tmp_path / "reports.csv"
+    rows = ["uid,MeSH,Problems,image,indication,comparison,findings,impression"]
+    for uid, (indication, findings, impression) in enumerate([*STUDIES.values(), *EXTRA_REPORTS], 1):
+        rows.append(f'{uid},normal,normal,"Chest, 2 views",{indication},None.,"{findings}","{impression}"')
+    rows.append("99,normal,normal,x,Pain.,None.,,")  # neither findings nor impression: a problem, the rest load
+    csv.write_text("\n".join(rows) + "\n")
+    studies = tmp_path / "studies"
+    studies.mkdir()
+    shutil.copy(_file("RG1_J2KI.dcm"), studies / "RG1_J2KI.dcm")
+    shutil.copy(_file("CT_small.dcm"), studies / "CT_small.dcm")
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    r = run(["ingest", "reports", str(csv), "--no-progress"], env, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "8 added" in r.stderr and "problem" in r.stderr
+    r = run(["ingest", "dicom", str(studies), "--no-progress"], env, tmp_path)
+    assert r.returncode == 0 and "2 images" in r.stderr, r.stderr[-2000:]
+    r = run(["report", str(studies / "RG1_J2KI.dcm"), "--indication", "Chest pain.", "--json"], env, tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["technique"].startswith("Computed Radiography of the chest") and "[IUXR:" in out["impression"]
+    r = run(["report", str(csv), "--indication", "x"], env, tmp_path)
+    assert r.returncode == 2 and "reports.csv" in r.stderr and "Traceback" not in r.stderr
