@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("file", type=Path, nargs="?", default=SHARED / "iu_xray_reports" / "indiana_reports_dev.csv")
     parser.add_argument("--limit", type=int, help="only the first N reports as current studies")
+    parser.add_argument("--corpus", type=int, help="load only the first N reports (default: all)")
     parser.add_argument("-k", type=int, default=5, help="priors per report")
     parser.add_argument("--data-dir", type=Path, help="load the reports here (default: a temp dir)")
     parser.add_argument("--json", type=Path)
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = args.data_dir or Path(tmp)
         with Container(load_settings(data_dir=data_dir)) as c:
             records = list(read_iu_reports(args.file))
+            if args.corpus:
+                records = [r for r in records if isinstance(r, RadiologyReport)][: args.corpus]
             loader = ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports)
             t0 = time.perf_counter()
             loaded = loader.load(records)

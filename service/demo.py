@@ -20,7 +20,7 @@ from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items
 from ingest.obo import obo_items
 from service.container import Container
-from service.ingest_cli import run, run_pubmed
+from service.ingest_cli import run, run_dicom, run_pubmed, run_reports
 
 console = Console()
 
@@ -119,9 +119,42 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
             genes = ", ".join(r.genes[:3]) or "-"
             console.print(f"  {name} ({r.disease})  score {r.score:.2f}  genes: {genes}", highlight=False)
 
+    if embed:
+        demo_images(c, shared, progress)
+
     console.rule("6. clinical questions answered with citations")
     from service.qa.render import print_answer
 
     for question in DEMO_QUESTIONS:
         console.print()
         print_answer(console, c.qa.ask(question))
+
+
+def demo_images(c: Container, shared: Path | None, progress: bool) -> None:
+    """Radiology reports (IU chest X-ray, from ../shared/data), the sample DICOMs of the pydicom-data
+    wheel (de-identified into the image index and the graph), and a report drafted for one of them."""
+    import importlib.util
+
+    reports = shared / "iu_xray_reports" / "indiana_reports_dev.csv" if shared else None
+    if reports is not None and reports.exists():
+        console.rule("7. radiology reports: passages, findings, FAISS + BM25")
+        run_reports(c, reports, reports.with_name("indiana_projections.csv"), progress)
+    spec = importlib.util.find_spec("data_store")
+    if spec is None or not spec.submodule_search_locations:
+        return
+    samples = Path(spec.submodule_search_locations[0]) / "data"
+    console.rule("8. DICOM samples (pydicom-data): de-identified, embedded, Image/Study nodes")
+    run_dicom(c, [samples], progress)
+    study = samples / "RG1_J2KI.dcm"
+    if study.exists():
+        from multimodal.dicom import read_dicom
+
+        console.rule("9. a report drafted for a chest radiograph (RG1_J2KI.dcm)")
+        r = c.report_generator.generate("Chest pain and shortness of breath.", image=read_dicom(study, c.pseudonymizer))
+        console.print(f"[bold]TECHNIQUE:[/] {r.technique}", highlight=False)
+        console.print(f"[bold]FINDINGS:[/] {r.findings or '-'}", highlight=False)
+        console.print(f"[bold]IMPRESSION:[/] {r.impression or '-'}", highlight=False)
+        for p in r.priors:
+            console.print(
+                f"  prior {p.doc_id} ({p.score:.2f}, by {' and '.join(p.via)}): {p.impression}", highlight=False
+            )

@@ -17,6 +17,7 @@ from fastapi.testclient import TestClient
 
 from ingest.reports import RadiologyReport, ReportLoader
 from kg.settings import load_settings
+from multimodal.dicom import read_dicom
 from multimodal.load import load_images
 from service.api.app import create_app
 from service.container import Container
@@ -195,3 +196,39 @@ def test_cli_ingest_and_report(tmp_path: Path) -> None:
     assert out["technique"].startswith("Computed Radiography of the chest") and "[IUXR:" in out["impression"]
     r = run(["report", str(csv), "--indication", "x"], env, tmp_path)
     assert r.returncode == 2 and "reports.csv" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_llm_report_citations_are_checked(loaded: tuple[Container, Path]) -> None:
+    from tests.llm_server import FakeLLMServer, Reply
+
+    c, studies = loaded
+    with FakeLLMServer() as llm:
+        settings = c.settings.model_copy(update={"llm_base_url": llm.base_url, "llm_model": "fake-model"})
+        with_llm = Container(settings, graph=c.graph)
+        for shared in ("text_embedder", "entity_index", "text_index", "nlp", "linker", "reports", "image_index"):
+            with_llm.__dict__[shared] = getattr(c, shared)
+
+        def draft(body: dict) -> dict:
+            prompt = body["messages"][-1]["content"]
+            cited = prompt.split("[", 1)[1].split("]", 1)[0]  # the first evidence id offered
+            assert "prior reports plus a knowledge graph" in body["messages"][0]["content"]
+            return {
+                "technique": "PA chest radiograph.",
+                "findings": f"The lungs are clear [{cited}]. A nodule is present [IUXR:999#s1].",
+                "impression": f"No acute disease [{cited}].",
+                "citations": [cited, "IUXR:999#s1"],
+                "confidence": 0.7,
+                "insufficient_evidence": False,
+            }
+
+        llm.handler = draft
+        image = read_dicom(studies / "RG1_J2KI.dcm", c.pseudonymizer)
+        r = with_llm.report_generator.generate("Chest pain.", image=image)
+        assert r.mode == "llm" and r.dropped_citations == ["IUXR:999#s1"]
+        assert "999" not in r.findings and r.citations and r.impression.startswith("No acute disease [")
+        llm.enqueue(Reply.error(500), Reply.error(500), Reply.error(500))
+        from service.qa.llm import LLMError
+
+        with pytest.raises(LLMError) as failed:
+            with_llm.report_generator.generate("Chest pain.", image=image)
+        assert failed.value.status == 502

@@ -45,3 +45,26 @@ def test_pubmedqa_retrieval_eval(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert set(result) == {"bm25", "dense", "hybrid", "hybrid, floor 0.25"}
     assert all(0 <= r["recall@1"] <= r["recall@5"] <= 1 for r in result.values())
     assert "Recall@1" in capsys.readouterr().out
+
+
+def test_report_generation_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from eval import report_generation
+
+    path = shared("iu_xray_reports", "indiana_reports_dev.csv")
+    argv = [
+        str(path),
+        "--corpus",
+        "80",
+        "--limit",
+        "20",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--json",
+        str(tmp_path / "r.json"),
+    ]
+    assert report_generation.main(argv) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["reports"] == 20 and result["keywords_in_vocabulary"] > 10
+    for method in ("medkg", "nearest_neighbour"):
+        assert 0 < result[method]["rouge_l"] <= 1 and 0 <= result[method]["keyword_f1"] <= 1
+    assert "nearest neighbour" in capsys.readouterr().out
