@@ -34,6 +34,7 @@ class Settings(BaseSettings):
         env_prefix="MEDKG_",
         env_file=".env",
         env_file_encoding="utf-8",
+        env_ignore_empty=True,  # MEDKG_X= (what docker compose's ${X:-} gives) means unset
         extra="ignore",
         frozen=True,
         # A raw ValidationError's text would show secrets (keys, passwords); load_settings shows

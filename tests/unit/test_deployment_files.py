@@ -28,3 +28,18 @@ def test_dockerfile_copies_every_package_and_serves() -> None:
         assert f"COPY {package} ./{package}" in text
     assert 'CMD ["medkg", "serve"]' in text
     assert "MEDKG_API_HOST=0.0.0.0" in text
+
+
+def test_compose_requires_api_keys_and_its_empty_defaults_mean_unset(monkeypatch) -> None:  # noqa: ANN001
+    """Clients reach the container through Docker's network, never loopback: keys are required.
+    Optional settings default to "" in compose (${X:-}), which must read as unset."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    env = compose["services"]["api"]["environment"]
+    assert env["MEDKG_API_KEYS"].startswith("${MEDKG_API_KEYS:?")
+    from kg.settings import load_settings
+
+    for name, value in env.items():
+        if isinstance(value, str) and value.endswith(":-}"):
+            monkeypatch.setenv(name, "")
+    settings = load_settings()
+    assert settings.torch_threads is None and settings.deid_key is None and settings.llm_base_url is None
