@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import graph_store, ingest_ontology, ingest_pubmed, qa_latency
+from benchmarks import graph_store, images, ingest_ontology, ingest_pubmed, qa_latency
 from tests.conftest import require_neo4j, shared
 
 
@@ -96,3 +96,34 @@ def test_qa_latency_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path
     again = json.loads(figures_path.read_text())
     asked = [(row["kind"], row["question"]) for row in figures["question_list"]]
     assert [(row["kind"], row["question"]) for row in again["question_list"]] == asked
+
+
+@pytest.mark.slow
+def test_images_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = shared("dicom")
+    figures_path = tmp_path / "figures.json"
+    args = ["--vectors", "300", "--queries", "20", "--passes", "1", "--source", str(source)]
+    assert images.main([*args, "--json", str(figures_path)]) == 0
+    out = capsys.readouterr().out
+    assert "decode (read_dicom" in out and "files/s" in out and "MB/s" in out and "uncompressed" in out
+    assert "embed (descriptor, 151 dims, batches of 64)" in out and "embedding adds" in out
+    assert "VectorIndex kind 'flat'" in out and "baseline: numpy brute force" in out
+    assert "ratio ImageIndex.search(vector)/brute force" in out and "recall@10" in out
+    assert "peak RSS of this process" in out
+
+    figures = json.loads(figures_path.read_text())
+    decode = figures["decode"]
+    assert decode["files_per_s"] > 0 and decode["mb_per_s"] > 0 and decode["images"] > 0
+    assert sum(g["files"] for g in decode["groups"].values()) == decode["files"]
+    assert sum(decode["errors"].values()) == decode["files"] - decode["images"]
+    assert figures["embed"]["descriptor"]["images_per_s"] > 0
+    index = figures["index"]
+    assert index["vectors"] == index["rows"] >= 300 and index["kind"] == "flat"
+    assert index["real"] + index["synthetic"] == index["vectors"] and index["add_images_per_s"] > 0
+    search = figures["search"]
+    assert search["queries"] == 20 and search["k"] == 10
+    for name in ("by_vector", "by_vector_1_thread", "by_image", "faiss", "brute_force"):
+        p = search["ms"][name]
+        assert 0 < p["p50"] <= p["p95"] <= p["max"], name
+    assert search["ratio_p50"] > 0
+    assert search["recall_at_10"] == 1.0  # a flat index is exact
