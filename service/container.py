@@ -63,6 +63,9 @@ class Container:
     def __init__(self, settings: Settings | None = None, graph: BaseGraphStore | None = None) -> None:
         """``graph``: an open store to use instead of the configured one (the caller closes it)."""
         self.settings = settings or load_settings()
+        import faiss
+
+        faiss.omp_set_num_threads(self.settings.faiss_threads)  # process-wide, as FAISS's threads are
         self._owns_graph = graph is None
         if graph is not None:
             self.__dict__["graph"] = graph
