@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ class ImageLoadResult:
     unchanged: int = 0
     embedded: int = 0
     reports_linked: int = 0
+    duplicates: int = 0  # files holding an instance already read in this run (same SOP Instance UID)
     errors: list[str] = field(default_factory=list)  # "<file name>: <reason>"
     error_kinds: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
@@ -100,18 +102,26 @@ def load_images(
 
     files = list(_files(Path(p) for p in paths))
     bar = tqdm(files, desc="ingest dicom", unit="file", disable=not progress)
-    for path in bar:
-        result.files += 1
-        for item in iter_dicom([path], pseudonymizer):
-            if isinstance(item, DicomError):
-                result.errors.append(f"{path.name}: {item.reason}")
-                result.error_kinds[item.kind] = result.error_kinds.get(item.kind, 0) + 1
-                log.info("dicom skipped", extra={"kind": item.kind})
-                continue
-            result.images += 1
-            pending.append((item, report_for(file_key(path.name)) if report_for else None))
-            if len(pending) >= batch:
-                flush()
-    flush()
+    seen: set[str] = set()
+    with warnings.catch_warnings():
+        # pydicom's value warnings ("Invalid value for VR AS") are noise here; errors are reported below.
+        warnings.simplefilter("ignore", UserWarning)
+        for path in bar:
+            result.files += 1
+            for item in iter_dicom([path], pseudonymizer):
+                if isinstance(item, DicomError):
+                    result.errors.append(f"{path.name}: {item.reason}")
+                    result.error_kinds[item.kind] = result.error_kinds.get(item.kind, 0) + 1
+                    log.info("dicom skipped", extra={"kind": item.kind})
+                    continue
+                if item.image_id in seen:  # one instance in several encodings: the first file wins
+                    result.duplicates += 1
+                    continue
+                seen.add(item.image_id)
+                result.images += 1
+                pending.append((item, report_for(file_key(path.name)) if report_for else None))
+                if len(pending) >= batch:
+                    flush()
+        flush()
     result.seconds = round(time.perf_counter() - started, 2)
     return result

@@ -430,6 +430,75 @@ def eval_phenopackets(
         report(evaluate(c.phenotype_index, c.graph, file, limit))
 
 
+def _qa_eval_command(benchmark: str, summary: str) -> None:
+    """``medkg eval <benchmark> FILE``: one QA benchmark through one answer mode (eval/qa_bench.py)."""
+
+    @eval_app.command(
+        benchmark,
+        short_help=f"{summary}: accuracy by answer mode (offline, closed-book, rag, kg-rag).",
+        help=f"{summary}: accuracy (95% CI), per subject, parse rate, latency, tokens; per-question JSONL, "
+        "metrics and summary.md in --out. Resumes: questions already answered there are skipped.",
+    )
+    def command(
+        file: Annotated[Path, typer.Argument(help="The questions (or MIRAGE's benchmark.json).", dir_okay=False)],
+        mode: Annotated[str, typer.Option(help="offline (no LLM), closed-book, rag (passages), kg-rag.")] = "offline",
+        limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
+        url: Annotated[str | None, typer.Option(help="A running medkg server: POST /v1/qa (kg-rag).")] = None,
+        out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
+        k: Annotated[int, typer.Option(min=1, max=50, help="Passages to retrieve at most.")] = 8,
+        hops: Annotated[int, typer.Option(min=0, max=4, help="Longest path between linked entities.")] = 2,
+        budget: Annotated[int | None, typer.Option(min=100, max=16000, help="Evidence tokens at most.")] = None,
+        context: Annotated[bool, typer.Option(help="PubMedQA: with the abstract (reasoning-required).")] = True,
+        fresh: Annotated[bool, typer.Option("--fresh", help="Start over instead of resuming.")] = False,
+        json_schema: Annotated[bool, typer.Option("--json-schema/--free-text", help="LLM answer format.")] = True,
+        api_key: Annotated[
+            str | None, typer.Option(envvar="MEDKG_EVAL_API_KEY", help="Key of the --url server.")
+        ] = None,
+    ) -> None:
+        from eval.qa_bench import EvalError, run_cli, summary_line
+
+        try:
+            result = run_cli(
+                benchmark, file, mode=mode, limit=limit, url=url, out=out, k=k, hops=hops, budget=budget,
+                context=context, fresh=fresh, json_schema=json_schema, api_key=api_key,
+            )  # fmt: skip
+        except EvalError as exc:
+            raise fail(str(exc)) from None
+        out_console = Console(highlight=False, soft_wrap=True)
+        out_console.print(summary_line(result))
+        out_console.print(f"wrote {result['files']['jsonl']}, {result['files']['summary']}")
+
+
+for _name, _summary in (
+    ("medqa", "MedQA-USMLE"),
+    ("medmcqa", "MedMCQA"),
+    ("mmlu", "MMLU-Med"),
+    ("pubmedqa", "PubMedQA yes/no/maybe"),
+    ("kgrag-mcq", "KG-RAG gene multiple choice"),
+    ("kgrag-tf", "KG-RAG true/false"),
+):
+    _qa_eval_command(_name, _summary)
+
+
+@eval_app.command("pubmedqa-retrieval")
+def eval_pubmedqa_retrieval(
+    file: Annotated[Path | None, typer.Argument(help="PubMedQA JSON (default: the shared dev file).")] = None,
+    distractors: Annotated[str | None, typer.Option(help="More abstracts (PubMed XML); '' for none.")] = None,
+    floor: Annotated[float | None, typer.Option(help="Similarity floor of the floored hybrid run.")] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
+) -> None:
+    """PubMedQA gold-abstract retrieval: Recall@1/5 and MRR of BM25, dense and hybrid (eval/pubmedqa_retrieval.py)."""
+    from eval.pubmedqa_retrieval import main as retrieval_main
+
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [f"--file={file}"] if file else []
+    argv += [f"--distractors={distractors}"] if distractors is not None else []
+    argv += [f"--floor={floor}"] if floor is not None else []
+    code = retrieval_main([*argv, "--json", str(out / "pubmedqa-retrieval.json")])
+    if code:
+        raise typer.Exit(code)
+
+
 def _register_subcommands() -> None:
     from service.ingest_cli import app as ingest_app
 

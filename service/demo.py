@@ -119,15 +119,14 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
             genes = ", ".join(r.genes[:3]) or "-"
             console.print(f"  {name} ({r.disease})  score {r.score:.2f}  genes: {genes}", highlight=False)
 
-    if embed:
-        demo_images(c, shared, progress)
-
     console.rule("6. clinical questions answered with citations")
     from service.qa.render import print_answer
 
     for question in DEMO_QUESTIONS:
         console.print()
         print_answer(console, c.qa.ask(question))
+    if embed:
+        demo_images(c, shared, progress)
 
 
 def demo_images(c: Container, shared: Path | None, progress: bool) -> None:

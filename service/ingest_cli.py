@@ -229,7 +229,8 @@ def run_dicom(c: Container, paths: list[Path], progress: bool) -> None:
     r = load_images(c.graph, c.image_index, c.pseudonymizer, paths, pairing.get, progress=progress)
     out.print(
         f"dicom: {r.files:,} files, {r.images:,} images ({r.added:,} added, {r.changed:,} changed, "
-        f"{r.unchanged:,} unchanged, {r.embedded:,} embedded), {r.reports_linked:,} paired with their report, "
+        f"{r.unchanged:,} unchanged, {r.embedded:,} embedded; {r.duplicates:,} duplicate instances skipped), "
+        f"{r.reports_linked:,} paired with their report, "
         f"{len(c.image_index):,} in the image index ({r.seconds:.1f} s)",
         highlight=False,
     )

@@ -3,6 +3,8 @@ memory (nothing of it is stored; only its pseudonymised metadata and pixels reac
 
 from __future__ import annotations
 
+import warnings
+
 from fastapi import HTTPException
 from starlette.datastructures import UploadFile
 
@@ -21,7 +23,9 @@ async def read_upload(c: Container, upload: UploadFile) -> DicomImage:
         raise HTTPException(415, f"the file must be DICOM (application/dicom), not {content_type!r}")
     data = await upload.read()
     try:
-        return read_dicom(data, c.pseudonymizer)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # pydicom's value warnings: noise in a server log
+            return read_dicom(data, c.pseudonymizer)
     except DicomError as exc:
         if exc.kind in ("not_dicom", "empty"):
             raise HTTPException(415, f"the file is not DICOM: {exc.reason}") from None

@@ -86,6 +86,8 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Container
     for name in STUDIES:
         shutil.copy(_file(name), studies / name)
     (studies / "notes.txt").write_text("not a DICOM file")
+    ds = pydicom.dcmread(_file("CT_small.dcm"))  # the same instance again, re-encoded: skipped as a duplicate
+    ds.save_as(studies / "zz_CT_small_again.dcm", enforce_file_format=True)
     settings = load_settings(
         data_dir=tmp / "data", api_keys=None, llm_base_url=None, rate_limit_per_minute=0, max_upload_bytes=4_000_000
     )
@@ -95,8 +97,9 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Container
     pairing = {f"{name.removesuffix('.dcm')}": f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
     result = load_images(c.graph, c.image_index, c.pseudonymizer, [studies], pairing.get, progress=False)
     assert result.images == 5 and result.reports_linked == 5 and result.error_kinds == {"not_dicom": 1}
+    assert result.duplicates == 1
     again = load_images(c.graph, c.image_index, c.pseudonymizer, [studies], pairing.get, progress=False)
-    assert again.embedded == 0 and again.unchanged == 5
+    assert again.embedded == 0 and again.unchanged == 5 and again.changed == 0 and again.duplicates == 1
     yield c, studies
     c.close()
 
