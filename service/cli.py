@@ -467,6 +467,8 @@ def _qa_eval_command(benchmark: str, summary: str) -> None:
         out_console = Console(highlight=False, soft_wrap=True)
         out_console.print(summary_line(result))
         out_console.print(f"wrote {result['files']['jsonl']}, {result['files']['summary']}")
+        if result["interrupted"]:
+            raise fail("interrupted: run the same command again to resume", code=130)
 
 
 for _name, _summary in (
