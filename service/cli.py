@@ -374,6 +374,41 @@ def report(
 
 
 @app.command()
+def backup(
+    dest: Annotated[Path, typer.Argument(help="The archive to write, e.g. medkg-backup.tar.gz.", dir_okay=False)],
+) -> None:
+    """The data dir (embedded store, indexes, sessions, de-identification key) as one verified archive.
+    Stop `medkg serve` on the same data dir first."""
+    from service.backup import BackupError
+    from service.backup import backup as run_backup
+
+    try:
+        settings = load_settings()
+        r = run_backup(settings, dest)
+    except (BackupError, SettingsError, GraphStoreError, OSError) as exc:
+        raise fail(str(exc)) from None
+    graph = "with the graph" if r.graph_included else "without the graph (Neo4j: use neo4j-admin)"
+    out.print(f"{r.path}: {r.files} files, {r.bytes / 1e6:.1f} MB, {graph} ({r.seconds:.1f} s)", highlight=False)
+
+
+@app.command()
+def restore(
+    src: Annotated[Path, typer.Argument(help="An archive from `medkg backup`.", exists=True, dir_okay=False)],
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty data dir (kept aside).")] = False,
+) -> None:
+    """Unpack a backup into the data dir after checking every file's checksum."""
+    from service.backup import BackupError
+    from service.backup import restore as run_restore
+
+    try:
+        r = run_restore(load_settings(), src, force=force)
+    except (BackupError, SettingsError, OSError) as exc:
+        raise fail(str(exc)) from None
+    kept = f"; the previous data dir is at {r['kept']}" if r["kept"] else ""
+    out.print(f"restored {r['files']} files ({r['backend']} backup){kept}", highlight=False)
+
+
+@app.command()
 def demo(
     shared_data: Annotated[Path | None, typer.Option(help="The shared data folder (default: ../shared/data).")] = None,
     embed: Annotated[bool, typer.Option("--embed/--no-embed", help="Build the entity vector index.")] = True,

@@ -1,0 +1,90 @@
+"""`medkg backup` / `medkg restore` round-trip a real data dir: embedded graph, FAISS and BM25
+indexes, report/passage tables, sessions and the de-identification key."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from kg.settings import load_settings
+from service.backup import BackupError, backup, restore
+from service.container import Container
+from tests.e2e.test_cli import run
+from tests.e2e.test_qa_api import _build
+
+
+def _settings(data: Path):  # noqa: ANN202
+    return load_settings(data_dir=data, ladybug_buffer_pool_mb=256, ladybug_max_db_size_gb=2)
+
+
+def test_backup_and_restore_round_trip(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    with Container(_settings(src)) as c:
+        _build(c)
+        session = c.sessions.create().id
+        before = c.qa.ask("Which phenotypes are characteristic of Marfan syndrome?", session)
+        stats = c.graph.stats()
+        pseudonym = c.pseudonymizer.uid("1.2.3")
+    archive = tmp_path / "b.tar.gz"
+    result = backup(_settings(src), archive)
+    assert result.graph_included and result.files >= 8 and archive.exists()
+
+    dst = tmp_path / "dst"
+    restored = restore(_settings(dst), archive)
+    assert restored["files"] == result.files and restored["kept"] is None
+    with Container(_settings(dst)) as c:
+        assert c.graph.stats() == stats
+        after = c.qa.ask("Which phenotypes are characteristic of Marfan syndrome?")
+        assert [x.id for x in after.citations] == [x.id for x in before.citations]
+        assert c.sessions.get(session) is not None and c.pseudonymizer.uid("1.2.3") == pseudonym
+
+    with pytest.raises(BackupError, match="not empty"):
+        restore(_settings(dst), archive)
+    again = restore(_settings(dst), archive, force=True)
+    assert again["kept"] is not None and Path(again["kept"]).is_dir()
+
+
+def _archive(path: Path, members: dict[str, bytes], manifest: bytes) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, blob in {**members, "manifest.json": manifest}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+
+
+def test_restore_refuses_hostile_or_damaged_archives(tmp_path: Path) -> None:
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(b"x").hexdigest()
+    evil = tmp_path / "evil.tar.gz"
+    _archive(evil, {"data/../../escaped": b"x"}, json.dumps({"format": 1, "files": {"../escaped": digest}}).encode())
+    with pytest.raises(BackupError, match="outside the data dir"):
+        restore(_settings(tmp_path / "d1"), evil)
+    assert not (tmp_path / "escaped").exists()
+    damaged = tmp_path / "damaged.tar.gz"
+    _archive(
+        damaged,
+        {"data/a.txt": b"y"},
+        json.dumps({"format": 1, "backend": "ladybug", "graph_included": True, "files": {"a.txt": digest}}).encode(),
+    )
+    with pytest.raises(BackupError, match="checksum"):
+        restore(_settings(tmp_path / "d2"), damaged)
+    assert not (tmp_path / "d2").exists()
+    (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
+    with pytest.raises(BackupError, match="not a medkg backup"):
+        restore(_settings(tmp_path / "d3"), tmp_path / "junk.tar.gz")
+
+
+def test_cli_backup_restore(tmp_path: Path) -> None:
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    assert run(["stats"], env, tmp_path).returncode == 0  # creates the embedded store
+    r = run(["backup", str(tmp_path / "b.tar.gz")], env, tmp_path)
+    assert r.returncode == 0 and "with the graph" in r.stdout, r.stderr
+    r = run(["restore", str(tmp_path / "b.tar.gz")], env, tmp_path)
+    assert r.returncode == 2 and "--force" in r.stderr
+    r = run(["restore", str(tmp_path / "b.tar.gz"), "--force"], env, tmp_path)
+    assert r.returncode == 0 and "restored" in r.stdout, r.stderr
