@@ -264,32 +264,18 @@ class EvalLLM:
     def model(self) -> str:
         return self.answerer.model
 
-    def _create(self, messages: list[dict[str, str]], schema: dict[str, Any] | None) -> Any:
-        import openai
-
-        fmt: Any = (
-            {"type": "json_schema", "json_schema": {"name": "benchmark_answer", "strict": True, "schema": schema}}
-            if schema is not None
-            else openai.NOT_GIVEN
-        )
-        # LLMAnswerer._create: the same client call and error mapping as complete_json, but the
-        # completion itself comes back (complete_json keeps only the parsed content).
-        return self.answerer._create(messages, fmt, stream=False)
-
     def ask(self, messages: list[dict[str, str]], schema: dict[str, Any]) -> LLMReply:
         try:
-            completion = self._create(messages, schema if self.json_schema else None)
+            reply = self.answerer.complete(messages, "benchmark_answer", schema if self.json_schema else None)
         except LLMError as exc:
             if not (self.json_schema and "HTTP 400" in str(exc)):
                 raise
-            completion = self._create(messages, None)  # raises again when the schema was not the problem
+            reply = self.answerer.complete(messages)  # raises again when the schema was not the problem
             self.json_schema = False
             self.fell_back = f"the server refused the JSON schema ({exc}); answers are read as free text"
-        content = self.answerer._content(completion)
-        usage = getattr(completion, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None) if usage is not None else None
-        done = getattr(usage, "completion_tokens", None) if usage is not None else None
-        return LLMReply(content=content, prompt_tokens=prompt or None, completion_tokens=done or None)
+        return LLMReply(
+            content=reply.content, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens
+        )
 
 
 def _retrieval_query(q: Question) -> str:

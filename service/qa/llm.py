@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import openai
@@ -20,7 +21,7 @@ from service.qa.answer import Answer
 from service.qa.citations import check_citations
 from service.qa.prompts import ANSWER_SCHEMA, answer_messages
 
-__all__ = ["LLMAnswerer", "LLMError", "AnswerTextStream", "parse_json_object"]
+__all__ = ["LLMAnswerer", "LLMError", "AnswerTextStream", "Completion", "parse_json_object"]
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
@@ -29,6 +30,13 @@ class LLMError(RuntimeError):
     def __init__(self, message: str, status: int = 502) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
 
 
 def parse_json_object(content: str) -> dict[str, Any]:
@@ -133,10 +141,27 @@ class LLMAnswerer:
         except (openai.OpenAIError, ValueError) as exc:
             raise LLMError(f"unreadable response from the LLM server: {exc}") from exc
 
+    def complete(
+        self, messages: list[dict[str, str]], name: str = "reply", schema: dict[str, Any] | None = None
+    ) -> Completion:
+        """One completion for other tasks than answering (reports, benchmarks): its text and token
+        usage; with ``schema`` the server is asked for JSON matching it. Failures are LLMError."""
+        fmt: Any = (
+            {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+            if schema is not None
+            else openai.NOT_GIVEN
+        )
+        completion = self._create(messages, fmt, stream=False)
+        usage = getattr(completion, "usage", None)
+        return Completion(
+            content=self._content(completion),
+            prompt_tokens=getattr(usage, "prompt_tokens", None) or None,
+            completion_tokens=getattr(usage, "completion_tokens", None) or None,
+        )
+
     def complete_json(self, messages: list[dict[str, str]], name: str, schema: dict[str, Any]) -> dict[str, Any]:
-        """One JSON-schema completion (for other tasks than answering, e.g. reports), parsed."""
-        fmt = {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
-        return parse_json_object(self._content(self._create(messages, fmt, stream=False)))
+        """One JSON-schema completion, parsed."""
+        return parse_json_object(self.complete(messages, name, schema).content)
 
     @staticmethod
     def _content(completion: Any) -> str:
