@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from eval.answering import MODES, Answerer, EvalError, EvalLLM, LLMAnswering, OfflineAnswering, RemoteAnswering
 from eval.datasets import BENCHMARKS, DatasetError, Item, LoadResult, load
 from service.container import Container
+from service.web.eval_charts import render_report
 
 if TYPE_CHECKING:
     import httpx
@@ -309,10 +310,12 @@ def run(
     }
     _write_json(out_dir / f"{config.name}.metrics.json", result)
     (out_dir / "summary.md").write_text(render_markdown(out_dir), encoding="utf-8")
+    (out_dir / "report.html").write_text(render_report(out_dir), encoding="utf-8")
     result["files"] = {
         "jsonl": str(jsonl),
         "metrics": str(out_dir / f"{config.name}.metrics.json"),
         "summary": str(out_dir / "summary.md"),
+        "report": str(out_dir / "report.html"),
     }
     return result
 

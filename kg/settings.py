@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(default=Path("data"), description="Where the embedded store, indexes and sessions live.")
+    eval_dir: Path = Field(
+        default=Path("eval-results"), description="Output folder of `medkg eval` runs, plotted by the web page /eval."
+    )
     graph_backend: GraphBackend = Field(default=GraphBackend.ladybug, description="ladybug (embedded) or neo4j.")
 
     # Embedded store (Ladybug) resources: explicit, so many databases can be open at once.
@@ -151,6 +154,18 @@ class Settings(BaseSettings):
     max_request_bytes: int = Field(default=1_048_576, ge=1024, description="Largest request body accepted (413).")
     rate_limit_per_minute: int = Field(
         default=120, ge=0, description="Requests per minute per caller (key, else client address); 0 = no limit."
+    )
+    max_in_flight: int = Field(
+        default=8,
+        ge=0,
+        le=10_000,
+        description=(
+            "Requests the API works on at once (health probes aside); more wait up to MEDKG_MAX_QUEUE_WAIT_S for "
+            "a slot, then get 503 'overloaded' with Retry-After. 0 = no limit."
+        ),
+    )
+    max_queue_wait_s: float = Field(
+        default=0.5, ge=0, le=60, description="How long a request waits for a slot before it gets the 503."
     )
 
     batch_size: int | None = Field(

@@ -501,7 +501,8 @@ def _qa_eval_command(benchmark: str, summary: str) -> None:
             raise fail(str(exc)) from None
         out_console = Console(highlight=False, soft_wrap=True)
         out_console.print(summary_line(result))
-        out_console.print(f"wrote {result['files']['jsonl']}, {result['files']['summary']}")
+        files = result["files"]
+        out_console.print(f"wrote {files['jsonl']}, {files['summary']}, {files['report']}")
         if result["interrupted"]:
             raise fail("interrupted: run the same command again to resume", code=130)
 
@@ -515,6 +516,24 @@ for _name, _summary in (
     ("kgrag-tf", "KG-RAG true/false"),
 ):
     _qa_eval_command(_name, _summary)
+
+
+@eval_app.command("plot")
+def eval_plot(
+    folder: Annotated[Path, typer.Argument(help="An output folder of `medkg eval`.", file_okay=False)] = Path(
+        "eval-results"
+    ),
+    out: Annotated[Path | None, typer.Option(help="The HTML file (default: FOLDER/report.html).")] = None,
+) -> None:
+    """Plot the runs in FOLDER (accuracy by dataset and mode, latency distributions) as one self-contained
+    HTML page; the web page /eval shows the same charts for MEDKG_EVAL_DIR."""
+    from service.web.eval_charts import collect_runs, render_report
+
+    if not folder.is_dir():
+        raise fail(f"{folder} is not a folder: run `medkg eval medqa FILE --out {folder}` first")
+    target = out or folder / "report.html"
+    target.write_text(render_report(folder), encoding="utf-8")
+    Console(highlight=False, soft_wrap=True).print(f"wrote {target} ({len(collect_runs(folder))} runs)")
 
 
 @eval_app.command("pubmedqa-retrieval")

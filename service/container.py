@@ -13,6 +13,7 @@ from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker, Lexicon
+from kg.name_index import NameIndex
 from kg.nlp import build_pipeline
 from kg.settings import GraphBackend, Settings, load_settings
 from kg.text_index import TextIndex
@@ -107,6 +108,11 @@ class Container:
             threshold=self.settings.link_threshold,
             query_threshold=self.settings.link_query_threshold,
         )
+
+    @cached_property
+    def name_index(self) -> NameIndex:
+        """Name and synonym completion (the web page's autocomplete), from one scan of the graph."""
+        return NameIndex.from_graph(self.graph)
 
     @cached_property
     def phenotype_index(self) -> PhenotypeIndex:

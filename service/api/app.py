@@ -11,12 +11,14 @@ from fastapi.responses import JSONResponse
 from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import Settings, load_settings
+from service.api.overload import install_overload_limit
 from service.api.readiness import Readiness
-from service.api.routes import differential, graph, qa, reports, sessions, text
+from service.api.routes import differential, evaluation, graph, images, qa, reports, sessions, text
 from service.api.security import announce_startup, error_response, install_security
 from service.container import Container
 from service.qa.engine import UnknownSession
 from service.qa.llm import LLMError
+from service.web import install_web
 
 
 def create_app(settings: Settings | None = None, container: Container | None = None, warm: bool = False) -> FastAPI:
@@ -49,6 +51,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     app.include_router(qa.router)
     app.include_router(sessions.router)
     app.include_router(reports.router)
+    app.include_router(images.router)
+    app.include_router(evaluation.router)
+    install_web(app)
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:
@@ -66,6 +71,7 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         report = request.app.state.readiness.report()
         return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)
 
+    install_overload_limit(app, app_settings)  # first, so innermost: after keys, rate and size limits
     install_security(app, app_settings)
 
     @app.exception_handler(GraphStoreUnavailable)

@@ -34,6 +34,7 @@ class Readiness:
             c.entity_index.index  # noqa: B018
             c.qa  # noqa: B018 - linker (lexicon from the graph), retriever, sessions, LLM client
             c.phenotype_index  # noqa: B018 - differential questions (built once, then cached in the data dir)
+            c.name_index  # noqa: B018 - autocomplete of entity names
             self.seconds = round(time.perf_counter() - started, 2)
         except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried by the next call
             self.error = f"{type(exc).__name__}: {exc}"

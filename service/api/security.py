@@ -29,6 +29,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, Field
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
@@ -40,6 +41,7 @@ from kg.settings import Settings
 __all__ = [
     "ApiKeyRing",
     "BodySizeLimitMiddleware",
+    "ErrorBody",
     "RateLimiter",
     "SecurityMiddleware",
     "SecurityState",
@@ -54,7 +56,12 @@ __all__ = [
 log = logging.getLogger("medkg.api")
 
 #: Paths served without a key (and, in open mode, to any client).
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+PUBLIC_PATHS = frozenset(
+    {"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    # the web pages and their static files: no data in them; their API calls carry the key
+    | {"/", "/reports", "/differential", "/eval"}
+)
+PUBLIC_PREFIXES = ("/static/",)
 #: Paths the rate limit leaves alone (probes poll them).
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 
@@ -272,7 +279,7 @@ class SecurityMiddleware:
         limiter = self.state.limiter
         refusal: Response | None = None
         caller = f"host:{host}"
-        if path not in PUBLIC_PATHS:
+        if path not in PUBLIC_PATHS and not path.startswith(PUBLIC_PREFIXES):
             if self.state.keys:
                 presented = _presented_key(Headers(scope=scope))
                 digest = self.state.keys.match(presented) if presented is not None else None
@@ -458,6 +465,39 @@ def _document_keys(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+class ErrorBody(BaseModel):
+    """The body of every error response (what :func:`error_response` writes)."""
+
+    error: str = Field(description="A code: validation_error, not_found, unauthorized, rate_limited, ...")
+    detail: Any = Field(description="A message, or for a request that fails validation (422) the list of problems.")
+    status: int = Field(description="The HTTP status, repeated.")
+
+
+def _document_errors(app: FastAPI) -> None:
+    """Declare the app's one error shape in the OpenAPI schema: FastAPI's default 422 schema
+    (``{"detail": [...]}``) is not what this app answers, and clients generated from it would fail."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = build()
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas["ErrorBody"] = ErrorBody.model_json_schema()
+        body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        for item in schema.get("paths", {}).values():
+            for operation in item.values():
+                responses = operation.get("responses", {})
+                for status, response in responses.items():
+                    if status[:1] in ("4", "5"):
+                        response["content"] = body
+        for unused in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(unused, None)
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def install_security(app: FastAPI, settings: Settings) -> None:
     """Add keys, limits, CORS and the JSON error handlers to ``app`` (before it starts)."""
     state = SecurityState(settings)
@@ -481,5 +521,6 @@ def install_security(app: FastAPI, settings: Settings) -> None:
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
             expose_headers=["Retry-After"],
         )
+    _document_errors(app)
     if state.keys:
         _document_keys(app)

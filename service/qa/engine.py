@@ -54,6 +54,16 @@ class Citation(BaseModel):
     score: float
 
 
+class RetrievedOut(BaseModel):
+    """One item of the evidence bundle the answer was composed from (cited or not)."""
+
+    id: str
+    kind: str
+    title: str | None
+    score: float
+    cited: bool
+
+
 class LinkedOut(BaseModel):
     id: str
     name: str
@@ -102,6 +112,9 @@ class QAResponse(BaseModel):
     confidence: float
     citations: list[Citation]
     dropped_citations: list[str]
+    retrieved: list[RetrievedOut] = Field(
+        default_factory=list, description="Every evidence item given to the answer, in bundle order, cited or not."
+    )
     kg_paths: list[PathOut]
     expanded_query: str
     linked_entities: list[LinkedOut]
@@ -211,6 +224,7 @@ class QAEngine:
             timings["session"] = timings.get("session", 0.0) + time.perf_counter() - t
         timings["total"] = time.perf_counter() - started
         names = retrieval.entities
+        cited = set(answer.cited)
         fact_ids = {(i.meta["subject"], i.meta["type"], i.meta["object"]): i.id for i in bundle.of_kind("kg")}
         return QAResponse(
             question=question,
@@ -224,6 +238,10 @@ class QAEngine:
                 if (i := bundle.get(cid)) is not None
             ],
             dropped_citations=answer.dropped_citations,
+            retrieved=[
+                RetrievedOut(id=i.id, kind=i.kind, title=i.title, score=round(i.score, 4), cited=i.id in cited)
+                for i in bundle
+            ],
             kg_paths=[
                 PathOut(
                     nodes=[{"id": n, "name": names[n].name if n in names else n} for n in p.nodes],

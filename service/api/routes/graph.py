@@ -9,7 +9,8 @@ from pydantic import BaseModel
 
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, GraphStats, Neighbour, Relation, Subgraph
-from service.api.deps import get_graph
+from service.api.deps import get_container, get_graph
+from service.container import Container
 
 router = APIRouter(prefix="/v1", tags=["graph"])
 Graph = Annotated[BaseGraphStore, Depends(get_graph)]
@@ -30,11 +31,20 @@ def stats(graph: Graph) -> GraphStats:
 @router.get("/entities", response_model=list[Entity])
 def find_entities(
     graph: Graph,
+    c: Annotated[Container, Depends(get_container)],
     q: Annotated[str, Query(min_length=1, max_length=500, description="A name or synonym (case-insensitive).")],
     category: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    match: Annotated[
+        Literal["exact", "prefix"],
+        Query(description="exact: the whole name or a synonym; prefix: a word of it starts with q (autocomplete)."),
+    ] = "exact",
 ) -> list[Entity]:
-    return graph.find_entities(q, category=category, limit=limit)
+    if match == "exact":
+        return graph.find_entities(q, category=category, limit=limit)
+    found = c.name_index.complete(q, category=category, limit=limit)
+    entities = graph.get_entities(f.id for f in found)
+    return [entities[f.id] for f in found if f.id in entities]
 
 
 @router.get("/entities/{entity_id}", response_model=Entity)

@@ -1,0 +1,62 @@
+"""Image previews: ``POST /v1/images/preview`` turns an uploaded DICOM into a PNG of its
+de-identified pixels, for the report and QA pages (nothing of the upload is kept)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+
+from multimodal.preview import preview_png
+from service.api.deps import get_container
+from service.api.uploads import read_upload
+from service.container import Container
+
+router = APIRouter(prefix="/v1", tags=["images"])
+Deps = Annotated[Container, Depends(get_container)]
+
+
+@router.post(
+    "/images/preview",
+    response_class=Response,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["file"],
+                        "properties": {"file": {"type": "string", "format": "binary", "description": "A DICOM"}},
+                    }
+                }
+            },
+        }
+    },
+    responses={
+        200: {"content": {"image/png": {}}, "description": "The de-identified pixels as PNG."},
+        413: {"description": "Upload too large (MEDKG_MAX_UPLOAD_BYTES)."},
+        415: {"description": "Not multipart, or the file is not DICOM."},
+        422: {"description": "A DICOM without usable pixels."},
+    },
+)
+async def preview(
+    c: Deps,
+    request: Request,
+    max_side: Annotated[int, Query(ge=16, le=2048, description="Longest side of the PNG, in pixels.")] = 512,
+) -> Response:
+    """The uploaded study's displayed frame (windowed, MONOCHROME1 inverted, middle frame of a
+    multi-frame object), scaled to fit ``max_side``; the DICOM header is not part of the PNG."""
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != "multipart/form-data":
+        raise HTTPException(415, f"send multipart/form-data with the DICOM as the part 'file', not {content_type!r}")
+    form = await request.form()
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise HTTPException(422, "attach the study as the multipart file part 'file'")
+    image = await read_upload(c, upload)
+    png = await run_in_threadpool(preview_png, image, max_side)
+    return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
