@@ -1,0 +1,146 @@
+"""A live ``medkg serve`` on loopback (its own data dir, API keys on) and Debian's Chromium driven
+headless through its chromedriver (no browser download). In CI (``CI=true``) a missing Chromium
+fails the run instead of skipping, so the browser tests always run there.
+
+Screenshots go to ``$MEDKG_TEST_ARTIFACTS`` (default ``test-artifacts/``)/browser/."""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from ingest.reports import ReportLoader
+from kg.settings import load_settings
+from multimodal.load import load_images
+from service.container import Container
+from tests.conftest import IN_CI
+from tests.e2e.test_multimodal_api import STUDIES, _file, _reports
+from tests.e2e.test_qa_api import _build
+
+API_KEY = "browser-test-key-0123456789"
+REPO = Path(__file__).resolve().parents[2]
+MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
+CHROMIUM = [os.environ.get("MEDKG_CHROMIUM", ""), "/usr/bin/chromium", "/usr/bin/chromium-browser"]
+CHROMEDRIVER = [os.environ.get("MEDKG_CHROMEDRIVER", ""), "/usr/bin/chromedriver"]
+TF_QUESTIONS = [  # a tiny KG-RAG true/false set, so that /eval has a real run to plot
+    ("Valproic acid treats epilepsy", "True"),
+    ("Lamotrigine treats epilepsy", "True"),
+    ("Losartan treats Marfan syndrome", "True"),
+    ("Arachnodactyly is a phenotype of Marfan syndrome", "True"),
+]
+
+
+def artifacts() -> Path:
+    out = Path(os.environ.get("MEDKG_TEST_ARTIFACTS", REPO / "test-artifacts")) / "browser"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _first(paths: list[str]) -> str | None:
+    return next((p for p in paths if p and Path(p).exists()), None)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    studies = tmp_path_factory.mktemp("studies")
+    for name in STUDIES:
+        shutil.copy(_file(name), studies / name)
+    return studies
+
+
+@pytest.fixture(scope="session")
+def live_server(tmp_path_factory: pytest.TempPathFactory, studies_dir: Path) -> Iterator[str]:
+    """The URL of a running ``medkg serve`` over a small real data dir: the QA graph and abstracts of
+    tests/e2e/test_qa_api.py, radiology reports paired with pydicom's sample studies, and one
+    offline evaluation run."""
+    tmp = tmp_path_factory.mktemp("web")
+    data, evals = tmp / "data", tmp / "eval"
+    settings = load_settings(data_dir=data, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
+    with Container(settings) as c:
+        _build(c)
+        ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports).load(_reports())
+        pairing = {name.removesuffix(".dcm"): f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
+        loaded = load_images(c.graph, c.image_index, c.pseudonymizer, [studies_dir], pairing.get, progress=False)
+        assert loaded.images == len(STUDIES) and loaded.reports_linked == len(STUDIES)
+    questions = tmp / "tf.csv"
+    with questions.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["text", "label"])
+        writer.writerows(TF_QUESTIONS)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("MEDKG_")}
+    env = {**base_env, "MEDKG_DATA_DIR": str(data), "MEDKG_EVAL_DIR": str(evals), "HF_HUB_OFFLINE": "1"}
+    ran = subprocess.run(
+        [MEDKG, "eval", "kgrag-tf", str(questions), "--out", str(evals)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    port = _free_port()
+    log = (tmp / "serve.log").open("w")
+    server = subprocess.Popen(
+        [MEDKG, "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env={**env, "MEDKG_API_KEYS": API_KEY, "MEDKG_RATE_LIMIT_PER_MINUTE": "0"},
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if server.poll() is not None:
+                raise AssertionError(
+                    f"medkg serve exited {server.returncode}: {(tmp / 'serve.log').read_text()[-3000:]}"
+                )
+            try:
+                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError("medkg serve was not ready within 300 s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Headless Chromium (Debian's) through chromedriver, 1366x900 (a laptop)."""
+    binary, driver = _first(CHROMIUM), _first(CHROMEDRIVER)
+    if binary is None or driver is None:
+        message = "Chromium and chromedriver are not installed: `apt-get install chromium chromium-driver`"
+        if IN_CI:
+            pytest.fail("CI must run the browser tests, but " + message)
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1366,900"):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    chrome = webdriver.Chrome(service=Service(driver), options=options)
+    chrome.set_page_load_timeout(60)
+    yield chrome
+    chrome.quit()

@@ -1,0 +1,159 @@
+"""What the web pages stand on, over HTTP with the real app: the pages and static files (no key,
+strict headers, nothing from elsewhere), name completion, the image preview, the evaluation runs
+with their charts, and the QA response's list of retrieved evidence."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from PIL import Image
+
+from eval.answering import OfflineAnswering
+from eval.datasets import Item
+from eval.qa_bench import RunConfig, run
+from kg.name_index import NameIndex, fold
+from kg.settings import load_settings
+from service.api.app import create_app
+from service.container import Container
+from service.web import PAGES
+from service.web.eval_charts import collect_runs, render_report
+from tests.e2e.test_multimodal_api import _file
+from tests.e2e.test_qa_api import _build
+
+KEY = "web-api-test-key-0123456789"
+STATIC = Path(__file__).resolve().parents[2] / "service" / "web" / "static"
+
+
+@pytest.fixture(scope="module")
+def container(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
+    tmp = tmp_path_factory.mktemp("web")
+    settings = load_settings(
+        data_dir=tmp / "data", eval_dir=tmp / "eval", api_keys=KEY, llm_base_url=None, rate_limit_per_minute=0
+    )
+    with Container(settings) as c:
+        _build(c)
+        yield c
+
+
+@pytest.fixture(scope="module")
+def client(container: Container) -> Iterator[TestClient]:
+    with TestClient(create_app(container=container), base_url="http://127.0.0.1") as c:
+        yield c
+
+
+AUTH = {"X-API-Key": KEY}
+
+
+def test_pages_and_static_files_need_no_key_and_load_nothing_from_elsewhere(client: TestClient) -> None:
+    for path in PAGES:
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        policy = r.headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+        for ref in re.findall(r'(?:src|href)="([^"]+)"', r.text):
+            assert ref.startswith(("/", "#", "data:")), f"{path} loads {ref} from elsewhere"
+            if ref.startswith("/static/"):
+                assert client.get(ref).status_code == 200, ref
+    for script in STATIC.glob("*.js"):
+        body = script.read_text()
+        assert "innerHTML" not in body, f"{script.name}: server text must go in as text"
+        assert not re.search(r"https?://(?!pubmed\.ncbi\.nlm\.nih\.gov)", body), f"{script.name} calls out"
+    for escape_attempt in ("/static/..%2f__init__.py", "/static/%2e%2e/__init__.py", "/static/vendor/..%2f..%2fweb.py"):
+        assert client.get(escape_attempt).status_code == 404, escape_attempt
+    assert client.get("/v1/stats").status_code == 401  # the API itself still needs the key
+
+
+def test_prefix_completion_ranks_whole_terms_and_filters_by_category(client: TestClient, container: Container) -> None:
+    r = client.get("/v1/entities", params={"q": "Seiz", "match": "prefix", "category": "Phenotype"}, headers=AUTH)
+    assert r.status_code == 200
+    assert [e["id"] for e in r.json()] == ["HP:0001250"]
+    # a word inside the name, and a synonym
+    assert [
+        e["id"] for e in client.get("/v1/entities", params={"q": "root aneu", "match": "prefix"}, headers=AUTH).json()
+    ] == ["HP:0002616"]
+    assert "HP:0000545" in [
+        e["id"] for e in client.get("/v1/entities", params={"q": "nearsight", "match": "prefix"}, headers=AUTH).json()
+    ]
+    # exact stays exact
+    assert client.get("/v1/entities", params={"q": "Seiz"}, headers=AUTH).json() == []
+    assert client.get("/v1/entities", params={"q": "x", "match": "fuzzy"}, headers=AUTH).status_code == 422
+    index = container.name_index
+    names = [c.name for c in index.complete("m")]
+    assert names.index("Marfan syndrome") < names.index("Microcephaly-epilepsy syndrome") or "Myopia" in names
+    first = index.complete("ma", limit=50)
+    whole = [c for c in first if fold(c.matched).startswith("ma")]
+    assert first[: len(whole)] == whole  # whole-term matches first
+    assert NameIndex().complete("anything") == []
+
+
+def test_image_preview_is_a_small_png_of_the_deidentified_pixels(client: TestClient) -> None:
+    data = _file("RG1_J2KI.dcm").read_bytes()
+    r = client.post(
+        "/v1/images/preview",
+        params={"max_side": 256},
+        files={"file": ("x.dcm", data, "application/dicom")},
+        headers=AUTH,
+    )
+    assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+    picture = Image.open(io.BytesIO(r.content))
+    assert max(picture.size) == 256 and picture.mode == "L"
+    assert len(set(picture.tobytes())) > 50  # a real image, not a blank
+    assert b"DICM" not in r.content
+    bad = client.post("/v1/images/preview", files={"file": ("x.dcm", b"not dicom", "application/dicom")}, headers=AUTH)
+    assert bad.status_code == 415 and bad.json()["error"]
+    assert client.post("/v1/images/preview", json={}, headers=AUTH).status_code == 415
+    assert (
+        client.post(
+            "/v1/images/preview", params={"max_side": 4}, files={"file": ("x.dcm", data)}, headers=AUTH
+        ).status_code
+        == 422
+    )
+
+
+def test_eval_runs_and_charts(client: TestClient, container: Container) -> None:
+    eval_dir = container.settings.eval_dir
+    empty = client.get("/v1/eval/runs", headers=AUTH).json()
+    assert empty["runs"] == [] and empty["charts"] == {"accuracy": "", "latency": ""}
+    items = [
+        Item(id="t1", dataset="kgrag-tf", kind="truefalse", question="Valproic acid treats epilepsy",
+             options={"True": "True", "False": "False"}, answer="True"),
+        Item(id="t2", dataset="kgrag-tf", kind="truefalse", question="Losartan treats Marfan syndrome",
+             options={"True": "True", "False": "False"}, answer="True"),
+    ]  # fmt: skip
+    run(
+        items,
+        OfflineAnswering(container.retriever),
+        eval_dir,
+        RunConfig(benchmark="kgrag-tf", mode="offline", file="x"),
+        progress=False,
+    )
+    assert (eval_dir / "report.html").exists()  # every run writes the plotted report too
+    body = client.get("/v1/eval/runs", headers=AUTH).json()
+    (only,) = body["runs"]
+    assert only["name"] == "kgrag-tf-offline" and only["n"] == 2 and only["answered"] == 2
+    assert body["charts"]["accuracy"].startswith("<svg") and "kgrag-tf" in body["charts"]["accuracy"]
+    assert body["charts"]["latency"].count("<rect") == 1
+    html = render_report(eval_dir)
+    assert html.count("<svg") == 2 and "<script" not in html
+    # names are escaped: a hostile benchmark name cannot inject markup
+    runs = collect_runs(eval_dir)
+    runs[0]["benchmark"] = "<script>alert(1)</script>"
+    from service.web.eval_charts import accuracy_svg
+
+    assert "<script>" not in accuracy_svg(runs) and "&lt;script&gt;" in accuracy_svg(runs)
+
+
+def test_qa_lists_every_retrieved_item_and_marks_the_cited(client: TestClient) -> None:
+    r = client.post("/v1/qa", json={"question": "Which phenotypes are characteristic of Marfan syndrome?"}, headers=AUTH)
+    assert r.status_code == 200
+    body = r.json()
+    retrieved = {i["id"]: i for i in body["retrieved"]}
+    assert len(retrieved) == body["evidence"]["items"]
+    cited = {c["id"] for c in body["citations"]}
+    assert cited and cited == {i for i, item in retrieved.items() if item["cited"]}
+    assert len(retrieved) > len(cited)
