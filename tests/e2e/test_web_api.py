@@ -149,7 +149,9 @@ def test_eval_runs_and_charts(client: TestClient, container: Container) -> None:
 
 
 def test_qa_lists_every_retrieved_item_and_marks_the_cited(client: TestClient) -> None:
-    r = client.post("/v1/qa", json={"question": "Which phenotypes are characteristic of Marfan syndrome?"}, headers=AUTH)
+    r = client.post(
+        "/v1/qa", json={"question": "Which phenotypes are characteristic of Marfan syndrome?"}, headers=AUTH
+    )
     assert r.status_code == 200
     body = r.json()
     retrieved = {i["id"]: i for i in body["retrieved"]}
@@ -157,3 +159,14 @@ def test_qa_lists_every_retrieved_item_and_marks_the_cited(client: TestClient) -
     cited = {c["id"] for c in body["citations"]}
     assert cited and cited == {i for i, item in retrieved.items() if item["cited"]}
     assert len(retrieved) > len(cited)
+
+
+def test_the_bundled_graph_library_is_the_pinned_release() -> None:
+    import hashlib
+
+    script = (Path(__file__).resolve().parents[2] / ".ci" / "vendor_js.sh").read_text()
+    pinned = re.search(r"CYTOSCAPE_SHA256=([0-9a-f]{64})", script)
+    assert pinned, "the pin is missing from .ci/vendor_js.sh"
+    bundled = hashlib.sha256((STATIC / "vendor" / "cytoscape.min.js").read_bytes()).hexdigest()
+    assert bundled == pinned.group(1)
+    assert (STATIC / "vendor" / "cytoscape.LICENSE").read_text().startswith("Copyright")

@@ -147,7 +147,7 @@
 
     const chips = $("linked");
     chips.replaceChildren(
-      ...r.linked_entities.map((x) =>
+      ...[...new Map(r.linked_entities.map((x) => [x.id, x])).values()].map((x) =>
         el("li", { class: "chip", title: `${x.method}, score ${x.score.toFixed(2)}` }, el("span", { text: x.name }), el("code", { class: "id", text: x.id })),
       ),
     );
@@ -178,18 +178,19 @@
     const edges = new Map();
     for (const path of r.kg_paths) {
       for (const n of path.nodes) nodes.set(n.id, n.name);
-      const names = new Map(path.nodes.map((n) => [n.id, n.name]));
-      const words = [];
+      // nodes in walking order; a step may point either way along the walk
+      const words = [path.nodes[0].name || path.nodes[0].id];
       path.steps.forEach((s, i) => {
         edges.set(`${s.subject}|${s.type}|${s.object}`, s);
-        if (i === 0) words.push(names.get(s.subject) || s.subject);
-        words.push(`—${s.type}→`, names.get(s.object) || s.object);
+        const next = path.nodes[i + 1] || { id: s.object, name: s.object };
+        const forward = s.subject === path.nodes[i].id;
+        words.push(forward ? `—${s.type}→` : `←${s.type}—`, next.name || next.id);
       });
       list.append(el("li", { text: words.join(" ") }));
     }
     const linked = new Set(r.linked_entities.map((x) => x.id));
     const elements = [
-      ...[...nodes].map(([id, name]) => ({ data: { id, label: name && name !== id ? name : id, linked: linked.has(id) ? 1 : 0 } })),
+      ...[...nodes].map(([id, name]) => ({ data: { id, label: name && name !== id ? `${name}\n${id}` : id, linked: linked.has(id) ? 1 : 0 } })),
       ...[...edges].map(([key, s]) => ({ data: { id: key, source: s.subject, target: s.object, label: s.type, citation: s.citation || "", sameAs: s.type === "SAME_AS" ? 1 : 0 } })),
     ];
     if (typeof cytoscape !== "function") {
