@@ -104,6 +104,13 @@ class Settings(BaseSettings):
             "name or local path, e.g. a CLIP, BiomedCLIP or DINOv2 checkpoint)."
         ),
     )
+    image_thumbnails: bool = Field(
+        default=True,
+        description=(
+            "Keep a 256-pixel PNG of each indexed image's de-identified pixels, shown by the web pages when a prior "
+            "study is cited (never for images whose header declares burned-in annotation). false: keep no pixels."
+        ),
+    )
     deid_key: SecretStr | None = Field(
         default=None,
         description=(

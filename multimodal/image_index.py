@@ -2,8 +2,11 @@
 
 Files in the index directory: ``<name>.faiss`` and ``<name>.ids.json`` (the vectors,
 :class:`kg.vector_index.VectorIndex`) and ``<name>.sqlite`` (one row per image: the de-identified
-metadata of :class:`multimodal.dicom.DicomImage`, the linked report and when it was added). Pixels
-and file paths are never stored (a path can hold a patient's name); ids are pseudonyms.
+metadata of :class:`multimodal.dicom.DicomImage`, the linked report and when it was added, and a
+display thumbnail of at most 256 pixels a side, which the web pages show when a prior study is
+cited). File paths are never stored (a path can hold a patient's name); ids are pseudonyms. No
+thumbnail is kept for an image whose header declares burned-in annotation, nor with
+``thumbnails=False`` (``MEDKG_IMAGE_THUMBNAILS=false``).
 
 Each vector's fingerprint is a hash of the file's SHA-256 and the encoder's signature, so re-adding
 an unchanged image embeds nothing, and changing the encoder re-embeds everything.
@@ -25,9 +28,11 @@ from kg.model import format_time, utc_now
 from kg.vector_index import VectorIndex
 from multimodal.dicom import DicomImage
 from multimodal.encoders import ImageEncoder
+from multimodal.preview import preview_png
 
 __all__ = ["AddResult", "ImageHit", "ImageIndex", "ImageRecord"]
 
+THUMBNAIL_SIDE = 256
 _METADATA = (
     "study_id",
     "series_id",
@@ -73,6 +78,12 @@ CREATE TABLE IF NOT EXISTS images (
 );
 CREATE INDEX IF NOT EXISTS images_study ON images(study_id);
 CREATE INDEX IF NOT EXISTS images_report ON images(report_id);
+-- a display thumbnail (PNG, at most THUMBNAIL_SIDE pixels a side) of the de-identified pixels; none
+-- for an image whose header says it has burned-in annotation (text in the pixels may identify)
+CREATE TABLE IF NOT EXISTS thumbnails (
+    image_id TEXT PRIMARY KEY,
+    png BLOB NOT NULL
+);
 """
 
 
@@ -173,10 +184,14 @@ def _record(row: sqlite3.Row) -> ImageRecord:
 
 
 class ImageIndex:
-    """Image vectors (FAISS) and metadata (SQLite) in ``directory``; safe to share between threads."""
+    """Image vectors (FAISS), metadata and display thumbnails (SQLite) in ``directory``; safe to
+    share between threads. ``thumbnails=False`` keeps no pixels at all."""
 
-    def __init__(self, directory: Path | str, encoder: ImageEncoder, name: str = "images") -> None:
+    def __init__(
+        self, directory: Path | str, encoder: ImageEncoder, name: str = "images", thumbnails: bool = True
+    ) -> None:
         self.directory = Path(directory)
+        self.thumbnails = thumbnails
         self.directory.mkdir(parents=True, exist_ok=True)
         self.encoder = encoder
         self.name = name
@@ -209,6 +224,8 @@ class ImageIndex:
                     result.added += 1
                 elif _row(img) == _row_of_record(old):
                     result.unchanged += 1
+                    if self.thumbnail(img.image_id) is None:  # e.g. indexed before thumbnails were kept
+                        self._store_thumbnail(img)
                     continue
                 else:
                     result.changed += 1
@@ -218,6 +235,7 @@ class ImageIndex:
                     f"ON CONFLICT(image_id) DO UPDATE SET {updates}",
                     (img.image_id, *_row(img), now),
                 )
+                self._store_thumbnail(img)
             self._db.commit()
         # The vectors' own fingerprints decide what to embed, so an interrupted run re-embeds
         # exactly what did not reach the saved index.
@@ -230,6 +248,13 @@ class ImageIndex:
             result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
         result.seconds = round(time.perf_counter() - started, 3)
         return result
+
+    def _store_thumbnail(self, img: DicomImage) -> None:
+        if not self.thumbnails or img.burned_in_annotation:
+            self._db.execute("DELETE FROM thumbnails WHERE image_id = ?", (img.image_id,))
+            return
+        png = preview_png(img, THUMBNAIL_SIDE)
+        self._db.execute("INSERT OR REPLACE INTO thumbnails (image_id, png) VALUES (?, ?)", (img.image_id, png))
 
     def link_report(self, image_id: str, report_id: str | None) -> None:
         """Record the report (a Document id) of an image; ``None`` unlinks. Unknown image: KeyError."""
@@ -247,9 +272,9 @@ class ImageIndex:
         with self._lock:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
-                n += self._db.execute(
-                    f"DELETE FROM images WHERE image_id IN ({','.join('?' * len(chunk))})", chunk
-                ).rowcount
+                marks = ",".join("?" * len(chunk))
+                n += self._db.execute(f"DELETE FROM images WHERE image_id IN ({marks})", chunk).rowcount
+                self._db.execute(f"DELETE FROM thumbnails WHERE image_id IN ({marks})", chunk)
             self._db.commit()
         self.vectors.remove(ids)
         return n
@@ -283,6 +308,12 @@ class ImageIndex:
                 for row in self._db.execute(f"SELECT * FROM images WHERE image_id IN ({marks})", chunk):
                     out[row["image_id"]] = _record(row)
         return out
+
+    def thumbnail(self, image_id: str) -> bytes | None:
+        """The PNG thumbnail of an indexed image, or None (unknown, burned-in annotation, or kept none)."""
+        with self._lock:
+            row = self._db.execute("SELECT png FROM thumbnails WHERE image_id = ?", (image_id,)).fetchone()
+        return None if row is None else bytes(row[0])
 
     def study_images(self, study_id: str) -> list[str]:
         with self._lock:

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Container", "build_graph_store"]
 
+#: Components :meth:`Container.close` keeps: models, which hold no open file or connection.
+_KEPT_ON_CLOSE = frozenset({"text_embedder", "nlp", "image_encoder"})
+
 
 def build_graph_store(settings: Settings) -> BaseGraphStore:
     """Open the configured graph store (raises ``GraphStoreUnavailable`` with the reason)."""
@@ -217,7 +220,9 @@ class Container:
     def image_index(self) -> ImageIndex:
         from multimodal.image_index import ImageIndex
 
-        return ImageIndex(self.settings.data_dir / "indexes", self.image_encoder)
+        return ImageIndex(
+            self.settings.data_dir / "indexes", self.image_encoder, thumbnails=self.settings.image_thumbnails
+        )
 
     @cached_property
     def reports(self) -> ReportStore:
@@ -285,6 +290,14 @@ class Container:
         if "graph" in self.__dict__ and self._owns_graph:
             self.graph.close()
             del self.__dict__["graph"]
+        # Everything else built on what was just closed (linker, retriever, QA engine, report generator
+        # hold the graph and the indexes) is dropped too, so a container used again (an app whose
+        # lifespan restarts) rebuilds it instead of answering 500 from a closed store. The models
+        # hold no open resource and are kept.
+        for name, attr in vars(Container).items():
+            if isinstance(attr, cached_property) and name not in _KEPT_ON_CLOSE:
+                if name != "graph" or self._owns_graph:
+                    self.__dict__.pop(name, None)
 
     def __enter__(self) -> Container:
         return self

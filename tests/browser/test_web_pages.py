@@ -158,8 +158,33 @@ def test_upload_a_dicom_and_get_a_cited_report(live_server: str, browser, studie
     assert _wait(browser, lambda d: d.find_element(_by("css"), "#citation-detail article")).text
     priors = browser.find_elements(_by("css"), "#priors-table tbody tr")
     assert priors and "IUXR:1" in browser.find_element(_by("id"), "priors-table").text  # its own paired report
+    _wait(browser, lambda d: d.find_elements(_by("css"), "#priors-table .thumb img"))  # prior studies' thumbnails
     _shot(browser, "reports")
     assert _severe_logs(browser) == []
+
+
+def test_ask_about_an_attached_study_and_open_the_cited_prior(live_server: str, browser, studies_dir: Path) -> None:  # noqa: ANN001
+    _open(browser, live_server + "/")
+    browser.find_element(_by("id"), "new-session").click()
+    browser.find_element(_by("id"), "study").send_keys(str(studies_dir / "RG3_J2KI.dcm"))
+    preview = _wait(browser, lambda d: d.find_element(_by("css"), "#study-preview img"))
+    _wait(browser, lambda d: d.execute_script("return arguments[0].naturalWidth", preview) > 0)
+    _ask(browser, "What does this study show?")
+    markers = [
+        m
+        for m in browser.find_elements(_by("css"), "#answer button.cite")
+        if m.get_attribute("data-citation").startswith("IMG:2.25.")
+    ]
+    assert markers, browser.find_element(_by("id"), "answer").text
+    markers[0].click()
+    card = _wait(browser, lambda d: d.find_element(_by("css"), "#citation-detail article"))
+    assert "Similar prior study" in card.text
+    thumb = _wait(browser, lambda d: d.find_element(_by("css"), "#citation-detail .thumb img"))
+    _wait(browser, lambda d: d.execute_script("return arguments[0].naturalWidth", thumb) > 0)
+    assert max(browser.execute_script("return [arguments[0].naturalWidth, arguments[0].naturalHeight]", thumb)) <= 256
+    _shot(browser, "qa-study")
+    assert _severe_logs(browser) == []
+    browser.find_element(_by("id"), "study").clear()
 
 
 def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, browser) -> None:  # noqa: ANN001

@@ -170,3 +170,41 @@ def test_the_bundled_graph_library_is_the_pinned_release() -> None:
     bundled = hashlib.sha256((STATIC / "vendor" / "cytoscape.min.js").read_bytes()).hexdigest()
     assert bundled == pinned.group(1)
     assert (STATIC / "vendor" / "cytoscape.LICENSE").read_text().startswith("Copyright")
+
+
+def test_indexed_studies_keep_a_thumbnail_unless_burned_in(tmp_path: Path) -> None:
+    import pydicom
+
+    from multimodal.dicom import read_dicom
+    from multimodal.encoders import DescriptorEncoder
+    from multimodal.image_index import ImageIndex
+
+    settings = load_settings(data_dir=tmp_path / "data", api_keys=KEY, llm_base_url=None, rate_limit_per_minute=0)
+    with Container(settings) as c, TestClient(create_app(container=c), base_url="http://127.0.0.1") as client:
+        plain = read_dicom(_file("RG1_J2KI.dcm").read_bytes(), c.pseudonymizer)
+        ds = pydicom.dcmread(_file("CT_small.dcm"))
+        ds.BurnedInAnnotation = "YES"
+        buf = io.BytesIO()
+        ds.save_as(buf)
+        burned = read_dicom(buf.getvalue(), c.pseudonymizer)
+        assert burned.burned_in_annotation is True
+        c.image_index.add([plain, burned])
+        c.image_index.commit()
+        assert plain.image_id.startswith("IMG:2.25.")
+        r = client.get(f"/v1/images/{plain.image_id}/preview", headers=AUTH)
+        bare_id = client.get(f"/v1/images/{plain.image_id.removeprefix('IMG:')}/preview", headers=AUTH)
+        assert bare_id.status_code == 200 and bare_id.content == r.content
+        assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+        assert max(Image.open(io.BytesIO(r.content)).size) == 256
+        refused = client.get(f"/v1/images/{burned.image_id}/preview", headers=AUTH)
+        assert refused.status_code == 404 and "burned-in" in refused.json()["detail"]
+        unknown = client.get("/v1/images/2.25.1/preview", headers=AUTH)
+        assert unknown.status_code == 404 and "no indexed image" in unknown.json()["detail"]
+        assert client.get(f"/v1/images/{plain.image_id}/preview").status_code == 401
+        c.image_index.remove([plain.image_id])
+        assert c.image_index.thumbnail(plain.image_id) is None
+    # with thumbnails off, no pixels are kept at all
+    bare = ImageIndex(tmp_path / "bare", DescriptorEncoder(), thumbnails=False)
+    bare.add([plain])
+    assert bare.thumbnail(plain.image_id) is None
+    bare.close()

@@ -1,5 +1,6 @@
 """Image previews: ``POST /v1/images/preview`` turns an uploaded DICOM into a PNG of its
-de-identified pixels, for the report and QA pages (nothing of the upload is kept)."""
+de-identified pixels (nothing of the upload is kept); ``GET /v1/images/{image_id}/preview`` is the
+thumbnail kept for an indexed study, shown when the study is cited."""
 
 from __future__ import annotations
 
@@ -60,3 +61,25 @@ async def preview(
     image = await read_upload(c, upload)
     png = await run_in_threadpool(preview_png, image, max_side)
     return Response(png, media_type="image/png", headers={"Cache-Control": "no-store"})
+
+
+@router.get(
+    "/images/{image_id}/preview",
+    response_class=Response,
+    responses={
+        200: {"content": {"image/png": {}}, "description": "The thumbnail (at most 256 pixels a side)."},
+        404: {"description": "Unknown image, or no thumbnail kept for it."},
+    },
+)
+def indexed_preview(c: Deps, image_id: str) -> Response:
+    """The thumbnail of an indexed study (``image_id`` with or without its ``IMG:`` prefix)."""
+    image_id = image_id if image_id.startswith("IMG:") else f"IMG:{image_id}"
+    png = c.image_index.thumbnail(image_id)
+    if png is None:
+        if image_id not in c.image_index:
+            raise HTTPException(404, f"no indexed image {image_id!r}")
+        raise HTTPException(
+            404,
+            f"no thumbnail is kept for {image_id!r} (burned-in annotation declared, or MEDKG_IMAGE_THUMBNAILS=false)",
+        )
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})

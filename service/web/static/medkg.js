@@ -117,6 +117,35 @@ const medkg = (() => {
 
   const KIND_LABEL = { kg: "Knowledge-graph fact", passage: "Literature passage", image: "Similar prior study" };
 
+  // The de-identified pixels of a DICOM the user chose, rendered by the server into `box`.
+  let uploadUrl = null;
+  async function previewUpload(file, box) {
+    box.replaceChildren(el("p", { class: "hint", text: "Rendering the de-identified image…" }));
+    const form = new FormData();
+    form.append("file", file, file.name);
+    try {
+      const response = await api("/v1/images/preview?max_side=512", { method: "POST", form, raw: true });
+      const blob = await response.blob();
+      if (uploadUrl) URL.revokeObjectURL(uploadUrl);
+      uploadUrl = URL.createObjectURL(blob);
+      box.replaceChildren(el("img", { class: "preview", id: "preview-image", alt: "De-identified preview of the chosen study", src: uploadUrl }));
+      return true;
+    } catch (error) {
+      showError(box, error);
+      return false;
+    }
+  }
+
+  // The thumbnail of an indexed study, fetched with the key (an <img src> could not send it).
+  function thumbnail(imageId, alt) {
+    const holder = el("div", { class: "thumb", dataset: { image: imageId } });
+    api(`/v1/images/${encodeURIComponent(imageId)}/preview`, { raw: true })
+      .then((response) => response.blob())
+      .then((blob) => holder.replaceChildren(el("img", { class: "preview", alt, src: URL.createObjectURL(blob) })))
+      .catch((error) => holder.replaceChildren(el("p", { class: "hint", text: `No image to show: ${error.message}` })));
+    return holder;
+  }
+
   function citationCard(citation, number) {
     const links = [];
     if (citation.url) {
@@ -131,6 +160,7 @@ const medkg = (() => {
       { class: "citation-detail", "aria-label": `Citation ${number}`, tabindex: "-1", dataset: { citation: citation.id } },
       el("div", { class: "kind", text: `[${number}] ${KIND_LABEL[citation.kind] || citation.kind}` }),
       el("div", {}, el("strong", { text: citation.title || citation.id })),
+      citation.kind === "image" ? thumbnail(citation.id, `Thumbnail of the cited study ${citation.title || ""}`) : null,
       el("blockquote", { text: citation.text }),
       el("div", {}, el("code", { class: "id", text: citation.id })),
       links.length ? el("p", {}, links.flatMap((a, i) => (i ? [" · ", a] : [a]))) : null,
@@ -240,5 +270,5 @@ const medkg = (() => {
     }
   }
 
-  return { el, api, header, showError, numbering, citedText, citationList, citationCard, openCitation, timings, busy, pubmedLinks };
+  return { el, api, header, showError, numbering, citedText, citationList, citationCard, openCitation, timings, busy, pubmedLinks, thumbnail, previewUpload };
 })();

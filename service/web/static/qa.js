@@ -261,6 +261,12 @@
     }
   });
 
+  $("study").addEventListener("change", () => {
+    const file = $("study").files[0];
+    if (file) medkg.previewUpload(file, $("study-preview"));
+    else $("study-preview").replaceChildren();
+  });
+
   $("new-session").addEventListener("click", async () => {
     sessionStorage.removeItem(SESSION_STORE);
     await showHistory();

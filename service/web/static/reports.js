@@ -5,28 +5,8 @@
 (() => {
   const { el, api } = medkg;
   const $ = (id) => document.getElementById(id);
-  let previewUrl = null;
 
   medkg.header("reports");
-
-  async function showPreview(file) {
-    const box = $("preview");
-    box.replaceChildren(el("p", { class: "hint", text: "Rendering the de-identified image…" }));
-    const form = new FormData();
-    form.append("file", file, file.name);
-    try {
-      const response = await api("/v1/images/preview?max_side=512", { method: "POST", form, raw: true });
-      const blob = await response.blob();
-      if (previewUrl) URL.revokeObjectURL(previewUrl);
-      previewUrl = URL.createObjectURL(blob);
-      const img = el("img", { class: "preview", id: "preview-image", alt: "De-identified preview of the uploaded study", src: previewUrl });
-      box.replaceChildren(img);
-      return true;
-    } catch (error) {
-      medkg.showError(box, error);
-      return false;
-    }
-  }
 
   function section(title, text, nums, detail) {
     if (!text) return null;
@@ -62,7 +42,13 @@
         el(
           "tr",
           {},
-          el("td", {}, el("code", { class: "id", text: p.doc_id }), p.indication ? el("div", { class: "hint", text: p.indication }) : null),
+          el(
+            "td",
+            {},
+            p.image_id ? medkg.thumbnail(p.image_id, `Prior study ${p.doc_id}`) : null,
+            el("code", { class: "id", text: p.doc_id }),
+            p.indication ? el("div", { class: "hint", text: p.indication }) : null,
+          ),
           el("td", { class: "num", text: p.score.toFixed(3) }),
           el("td", { text: p.via.join(", ") }),
           el("td", { text: p.impression || "" }),
@@ -76,7 +62,7 @@
 
   $("study").addEventListener("change", () => {
     const file = $("study").files[0];
-    if (file) showPreview(file);
+    if (file) medkg.previewUpload(file, $("preview"));
   });
 
   $("report-form").addEventListener("submit", async (event) => {
@@ -98,7 +84,7 @@
     try {
       const [report] = await Promise.all([
         api("/v1/reports", { method: "POST", form }),
-        $("preview-image") ? Promise.resolve(true) : showPreview(file),
+        $("preview-image") ? Promise.resolve(true) : medkg.previewUpload(file, $("preview")),
       ]);
       renderReport(report);
       status.textContent = `Drafted in ${(report.timings_ms.total / 1000).toFixed(2)} s.`;
