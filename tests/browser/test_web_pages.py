@@ -52,6 +52,22 @@ def _shot(driver, name: str) -> Path:  # noqa: ANN001
     return path
 
 
+def _axe_violations(driver) -> list[dict]:  # noqa: ANN001
+    """WCAG 2 A and AA violations on the page as it is now (labels, contrast, names, ARIA, ...), found
+    by axe-core (the copy inside the axe-selenium-python wheel: nothing is downloaded)."""
+    import axe_selenium_python
+
+    source = Path(axe_selenium_python.__file__).parent / "node_modules" / "axe-core" / "axe.min.js"
+    driver.execute_script(source.read_text())
+    return driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']}})"
+        ".then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact,"
+        " nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))))"
+        ".catch(e => done([{id: 'axe-error', impact: String(e), nodes: []}]));"
+    )
+
+
 def _ask(driver, question: str) -> None:  # noqa: ANN001
     box = driver.find_element(_by("id"), "question")
     box.clear()
@@ -117,6 +133,7 @@ def test_ask_read_the_cited_answer_open_a_citation_and_see_the_paths(live_server
     assert re.search(r"total\s+[\d.]+ ms", browser.find_element(_by("id"), "timings").text)
     _wait(browser, lambda d: "losartan" in d.find_element(_by("id"), "history").text.lower())
     _shot(browser, "qa")
+    assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
 
 
@@ -139,6 +156,7 @@ def test_keyboard_opens_a_citation_and_abstention_is_not_an_answer(live_server: 
     assert "Not enough evidence" in answer.text
     assert not answer.find_elements(_by("css"), "button.cite")
     _shot(browser, "qa-abstained")
+    assert _axe_violations(browser) == []
 
 
 def test_upload_a_dicom_and_get_a_cited_report(live_server: str, browser, studies_dir: Path) -> None:  # noqa: ANN001
@@ -160,6 +178,7 @@ def test_upload_a_dicom_and_get_a_cited_report(live_server: str, browser, studie
     assert priors and "IUXR:1" in browser.find_element(_by("id"), "priors-table").text  # its own paired report
     _wait(browser, lambda d: d.find_elements(_by("css"), "#priors-table .thumb img"))  # prior studies' thumbnails
     _shot(browser, "reports")
+    assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
 
 
@@ -207,6 +226,7 @@ def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, b
     assert "HP:0001250" in rows[0].text and "PMID:11" in rows[0].text
     assert "1 excluded" in browser.find_element(_by("id"), "results-summary").text
     _shot(browser, "differential")
+    assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
 
 
@@ -218,6 +238,7 @@ def test_evaluation_page_plots_the_runs(live_server: str, browser) -> None:  # n
     assert [r.get_attribute("data-run") for r in rows] == ["kgrag-tf-offline"]
     assert "KG-RAG" in rows[0].text
     _shot(browser, "eval")
+    assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
 
 

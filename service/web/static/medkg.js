@@ -88,7 +88,7 @@ const medkg = (() => {
           saved.textContent = keyInput.value ? "saved for this tab" : "cleared";
         },
       },
-      el("label", { for: "api-key", class: "visually-hidden", text: "API key" }),
+      el("label", { for: "api-key", class: "inline", text: "Key" }),
       keyInput,
       el("button", { type: "submit", class: "secondary", text: "Save" }),
       saved,
