@@ -443,7 +443,8 @@ def serve(
     settings = settings.model_copy(
         update={"api_host": host or settings.api_host, "api_port": port or settings.api_port}
     )
-    out.print(f"serving on http://{settings.api_host}:{settings.api_port} (docs at /docs, readiness at /readyz)")
+    root = f"http://{settings.api_host}:{settings.api_port}"
+    out.print(f"serving on {root}: web pages at {root}/ (ask, /reports, /differential, /eval), API docs at /docs")
     uvicorn.run(create_app(settings, warm=True), host=settings.api_host, port=settings.api_port, log_level="info")
 
 
