@@ -16,7 +16,8 @@ A mapping names the columns that make entities (``nodes``) and relations (``edge
 
 A value is ``{column: C}`` (optionally ``map`` from raw to value, ``prefix`` for bare ids, ``split``
 to make a list) or ``{value: V}``. Rows are read with Python's csv module (quoted fields allowed);
-a row that cannot be read is reported with its line number and skipped.
+a row that cannot be read is reported with its line number and skipped (a stray quote or an
+oversized field costs only its own line).
 """
 
 from __future__ import annotations
@@ -151,20 +152,30 @@ def edge_items(path: str | Path, mapping: Mapping) -> Iterator[Item]:
     path = Path(path)
     relations: list[Relation] = []
     with open_text(path) as handle:
-        reader = csv.DictReader(handle, delimiter=mapping.delimiter)
+        rows = _read_rows(handle, mapping.delimiter, path)
+        fieldnames: list[str] = []
+        for first in rows:
+            if isinstance(first, Problem):
+                raise MappingError(f"{path}: the header cannot be read: {first.message}")
+            fieldnames = first[1]
+            break
         needed = {v.column for spec in [*mapping.nodes, *mapping.edges] for v in _values(spec) if v.column}
         needed |= {c for e in mapping.edges for c in e.evidence}
-        missing = needed - set(reader.fieldnames or [])
+        missing = needed - set(fieldnames)
         if missing:
             raise MappingError(
                 f"{path}: columns {sorted(missing)} named by mapping {mapping.name!r} are not in the "
-                f"header {reader.fieldnames}"
+                f"header {fieldnames or None}"
             )
-        for row in reader:
-            lineno = reader.line_num
-            if None in row or any(v is None for v in row.values()):
+        for item in rows:
+            if isinstance(item, Problem):
+                yield item
+                continue
+            lineno, values = item
+            if len(values) != len(fieldnames):
                 yield Problem(file=str(path), line=lineno, message="wrong number of columns: row skipped")
                 continue
+            row = dict(zip(fieldnames, values, strict=True))
             yield ("rows", 1)
             try:
                 for spec in mapping.nodes:
@@ -196,6 +207,66 @@ def edge_items(path: str | Path, mapping: Mapping) -> Iterator[Item]:
                 message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
                 yield Problem(file=str(path), line=lineno, message=message)
     yield from relations
+
+
+class _Lines:
+    """A text file's lines, remembering the ones the csv reader took for the row it is reading."""
+
+    def __init__(self, handle: Iterator[str]) -> None:
+        self._handle = handle
+        self.count = 0
+        self.taken: list[str] = []
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._handle)
+        self.count += 1
+        self.taken.append(line)
+        return line
+
+    def take(self) -> tuple[int, list[str]]:
+        """The first line number and the lines of the row just read."""
+        lines, self.taken = self.taken, []
+        return self.count - len(lines) + 1, lines
+
+
+def _read_rows(handle: Iterator[str], delimiter: str, path: Path) -> Iterator[tuple[int, list[str]] | Problem]:
+    """(line, fields) of each non-empty row, the header first. A quoted field may span lines, but a row
+    that cannot be parsed (a field over the csv module's size limit, a NUL byte) or that spans lines
+    with the wrong number of fields (a stray quote that swallowed the lines after it) is read again
+    line by line: a bad line is reported, and never costs the lines after it."""
+    lines = _Lines(handle)
+    reader = csv.reader(lines, delimiter=delimiter)
+    width: int | None = None
+    while True:
+        error: csv.Error | None = None
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            row, error = [], exc
+        except (OSError, EOFError) as exc:  # a truncated or damaged gzip file: what was read stays
+            message = f"unreadable after this line, reading stopped: {exc}"
+            yield Problem(file=str(path), line=lines.count - len(lines.taken) + 1, message=message)
+            return
+        start, taken = lines.take()
+        if error is None and (len(taken) <= 1 or width is None or len(row) == width):
+            if row:
+                width = len(row) if width is None else width
+                yield start, row
+            continue
+        for number, line in enumerate(taken, start=start):
+            try:
+                fields = next(csv.reader([line], delimiter=delimiter), [])
+            except csv.Error as exc:
+                yield Problem(file=str(path), line=number, message=f"unreadable row ({exc}): skipped")
+                continue
+            if fields:
+                width = len(fields) if width is None else width
+                yield number, fields
 
 
 def _values(spec: NodeSpec | EdgeSpec) -> list[Value]:

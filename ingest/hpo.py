@@ -18,6 +18,7 @@ import importlib.util
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -113,6 +114,24 @@ def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item
         yield from _gene_items(g2p_path, source)
 
 
+def _rows(reader: Any, path: Path) -> Iterator[tuple[int, list[str] | Problem]]:
+    """(line, fields) of a one-row-per-line TSV reader; a line that cannot be read (a field over the csv
+    module's size limit, a NUL byte) is a Problem and reading goes on; a damaged gzip file stops it."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield reader.line_num, Problem(file=str(path), line=reader.line_num, message=f"unreadable line ({exc})")
+            continue
+        except (OSError, EOFError) as exc:
+            line, message = reader.line_num + 1, f"unreadable after this line, reading stopped: {exc}"
+            yield line, Problem(file=str(path), line=line, message=message)
+            return
+        yield reader.line_num, row
+
+
 def _annotation_items(path: Path, source: str) -> Iterator[Item]:
     diseases: dict[str, str] = {}
     # (disease, term, aspect) -> field -> values; NOT lines kept apart.
@@ -120,8 +139,10 @@ def _annotation_items(path: Path, source: str) -> Iterator[Item]:
     with open_text(path) as handle:
         lines = (line for line in handle)
         reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for row in reader:
-            lineno = reader.line_num
+        for lineno, row in _rows(reader, path):
+            if isinstance(row, Problem):
+                yield row
+                continue
             if not row or row[0].startswith("#") or row[0] == "database_id":
                 continue
             if len(row) != len(HPOA_COLUMNS):
@@ -193,8 +214,10 @@ def _gene_items(path: Path, source: str) -> Iterator[Item]:
     gene_disease: set[tuple[str, str]] = set()
     with open_text(path) as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        for row in reader:
-            lineno = reader.line_num
+        for lineno, row in _rows(reader, path):
+            if isinstance(row, Problem):
+                yield row
+                continue
             if not row or row[0] == "ncbi_gene_id" or row[0].startswith("#"):
                 continue
             if len(row) != 6:

@@ -99,23 +99,31 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
     header = OboHeader()
     lines = iter(enumerate(handle, start=1))
     pending: tuple[int, str] | None = None
-    for lineno, raw in lines:
-        line = raw.strip()
-        if line.startswith("["):
-            pending = (lineno, line)
-            break
-        if ":" in line:
-            tag, _, value = line.partition(":")
-            value = value.strip()
-            if tag == "format-version":
-                header.format_version = value
-            elif tag == "data-version":
-                header.data_version = value
-            elif tag == "ontology":
-                header.ontology = value
+    lineno = 0
+    broken: Problem | None = None
+    try:
+        for lineno, raw in lines:
+            line = raw.strip()
+            if line.startswith("["):
+                pending = (lineno, line)
+                break
+            if ":" in line:
+                tag, _, value = line.partition(":")
+                value = value.strip()
+                if tag == "format-version":
+                    header.format_version = value
+                elif tag == "data-version":
+                    header.data_version = value
+                elif tag == "ontology":
+                    header.ontology = value
+    except (OSError, EOFError) as exc:  # a truncated or damaged gzip file
+        broken = _unreadable(path, lineno, exc)
 
     def stanzas() -> Iterator[OboTerm | Problem]:
         try:
+            if broken is not None:
+                yield broken
+                return
             if pending is None:
                 return
             start, kind = pending
@@ -135,28 +143,36 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
                         yield Problem(file=str(path), line=lineno, message=f"{term.id}: {problem}")
                 yield term
 
-            for lineno, raw in lines:
-                line = raw.strip()
-                if not line or line.startswith("!"):
-                    continue
-                if line.startswith("[") and line.endswith("]"):
-                    yield from finish()
-                    kind, start, tags = line, lineno, []
-                    continue
-                if kind != "[Term]":
-                    continue
-                tag, sep, value = line.partition(":")
-                if not sep or not tag or " " in tag:
-                    yield Problem(
-                        file=str(path), line=lineno, message=f"malformed line (expected 'tag: value'): {line[:80]!r}"
-                    )
-                    continue
-                tags.append((lineno, tag, _strip_comment(value.strip())))
+            lineno = start
+            try:
+                for lineno, raw in lines:
+                    line = raw.strip()
+                    if not line or line.startswith("!"):
+                        continue
+                    if line.startswith("[") and line.endswith("]"):
+                        yield from finish()
+                        kind, start, tags = line, lineno, []
+                        continue
+                    if kind != "[Term]":
+                        continue
+                    tag, sep, value = line.partition(":")
+                    if not sep or not tag or " " in tag:
+                        message = f"malformed line (expected 'tag: value'): {line[:80]!r}"
+                        yield Problem(file=str(path), line=lineno, message=message)
+                        continue
+                    tags.append((lineno, tag, _strip_comment(value.strip())))
+            except (OSError, EOFError) as exc:  # a truncated or damaged gzip file: the stanza being read is dropped
+                yield _unreadable(path, lineno, exc)
+                return
             yield from finish()
         finally:
             handle.close()
 
     return header, stanzas()
+
+
+def _unreadable(path: Path, lineno: int, exc: BaseException) -> Problem:
+    return Problem(file=str(path), line=lineno + 1, message=f"unreadable after this line, reading stopped: {exc}")
 
 
 def _apply(term: OboTerm, tag: str, value: str) -> str | None:

@@ -20,7 +20,7 @@ from tqdm import tqdm
 from kg.embedders import TextEmbedder
 from kg.graph.base import BaseGraphStore
 from kg.model import TEXT_CATEGORIES, Entity
-from kg.vector_index import VectorIndex
+from kg.vector_index import VectorIndex, VectorIndexError
 
 __all__ = ["EntityIndex", "IndexUpdate", "describe", "embedding_text"]
 
@@ -66,8 +66,19 @@ class EntityIndex:
     def index(self) -> VectorIndex:
         if self._index is None:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._index = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+            try:
+                self._index = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+            except VectorIndexError as exc:
+                raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
         return self._index
+
+    def rebuild_hint(self) -> str:
+        files = f"{self.directory / self.name}.faiss and {self.directory / self.name}.ids.json"
+        return (
+            f"The entity index cannot be used: stop the server, delete {files}, then run an ontology load again "
+            "(`medkg ingest hpo`, `medkg ingest obo FILE` or `medkg ingest edges FILE --mapping NAME`: the graph "
+            "stays as it is and every entity is embedded again), or restore a backup (`medkg restore FILE.tar.gz`)"
+        )
 
     def _fingerprint(self, text: str) -> str:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()

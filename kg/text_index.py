@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -29,11 +30,12 @@ import numpy as np
 import Stemmer
 
 from kg.embedders import TextEmbedder
-from kg.vector_index import VectorIndex
+from kg.vector_index import VectorIndex, VectorIndexError
 
 __all__ = ["DocumentRecord", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
 
 RRF_K = 60
+logger = logging.getLogger(__name__)
 SearchMode = Literal["hybrid", "bm25", "dense"]
 
 _SCHEMA = """
@@ -116,7 +118,11 @@ class TextIndex:
         self.name = name
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            self._db.close()
+            raise VectorIndexError(f"{self.directory / name}.sqlite is damaged ({exc}). {self.rebuild_hint()}") from exc
         self._vectors: VectorIndex | None = None
         self._bm25: bm25s.BM25 | None = None
         self._bm25_ids: list[str] = []
@@ -127,8 +133,27 @@ class TextIndex:
     @property
     def vectors(self) -> VectorIndex:
         if self._vectors is None:
-            self._vectors = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+            try:
+                self._vectors = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+            except VectorIndexError as exc:
+                raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
         return self._vectors
+
+    def rebuild_hint(self) -> str:
+        base = self.directory / self.name
+        return (
+            f"The passage index cannot be used: stop the server, delete {base}.faiss, {base}.ids.json and "
+            f"{base}.sqlite, then run the loads of the literature again (`medkg ingest pubmed|docs|entrez ...`, "
+            "`medkg ingest reports ...`: the graph stays as it is and every passage is embedded again), or restore "
+            "a backup (`medkg restore FILE.tar.gz`)"
+        )
+
+    def load(self) -> None:
+        """Open the dense and the lexical index now rather than at the first search (start-up): a damaged
+        FAISS or id-map file raises :class:`VectorIndexError` naming it; damaged BM25 files are rebuilt."""
+        with self._lock:
+            self.vectors  # noqa: B018
+            self._load_bm25()
 
     def _fingerprint(self, text: str) -> str:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
@@ -304,7 +329,10 @@ class TextIndex:
 
     def _bm25_stamp(self) -> str | None:
         path = self._bm25_dir / "medkg.json"
-        return json.loads(path.read_text())["stamp"] if path.exists() else None
+        try:
+            return json.loads(path.read_text())["stamp"] if path.exists() else None
+        except (OSError, ValueError, KeyError, TypeError):  # damaged: the BM25 files are rebuilt, never trusted
+            return None
 
     def _tokenize(self, texts: list[str]):  # noqa: ANN202 - bm25s.tokenization.Tokenized
         return bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer, show_progress=False)
@@ -330,8 +358,16 @@ class TextIndex:
             if self._bm25_stamp() != self._table_stamp():
                 self._build_bm25()
             else:
-                self._bm25 = bm25s.BM25.load(str(self._bm25_dir))
-                self._bm25_ids = json.loads((self._bm25_dir / "medkg.json").read_text())["ids"]
+                try:
+                    retriever = bm25s.BM25.load(str(self._bm25_dir))
+                    ids = json.loads((self._bm25_dir / "medkg.json").read_text())["ids"]
+                    if not isinstance(ids, list) or len(ids) != len(self) or len(ids) != retriever.scores["num_docs"]:
+                        raise ValueError(f"{len(ids)} ids for {len(self)} passages")
+                except Exception as exc:  # noqa: BLE001 - derived files: rebuilt from the table, never trusted
+                    logger.warning("BM25 index in %s is damaged (%s): rebuilding it", self._bm25_dir, exc)
+                    self._build_bm25()
+                else:
+                    self._bm25, self._bm25_ids = retriever, ids
         return self._bm25
 
     # ---- search ------------------------------------------------------------------------------

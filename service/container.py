@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import pickle
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spacy.language import Language
 
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Container", "build_graph_store"]
 
+logger = logging.getLogger("medkg.container")
+
 #: Components :meth:`Container.close` keeps: models, which hold no open file or connection.
 _KEPT_ON_CLOSE = frozenset({"text_embedder", "nlp", "image_encoder"})
 
@@ -59,6 +63,25 @@ def build_graph_store(settings: Settings) -> BaseGraphStore:
         max_db_size_gb=settings.ladybug_max_db_size_gb,
         **batch,
     )
+
+
+class _CacheUnpickler(pickle.Unpickler):
+    """Unpickles the phenotype cache only: the index's own classes, numpy arrays and plain containers.
+    Anything else (a pickle that would call arbitrary code) fails to load, and the cache is rebuilt."""
+
+    _NUMPY = frozenset({"dtype", "ndarray", "_frombuffer", "_reconstruct", "scalar"})
+    _BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "bytes", "bytearray", "complex", "slice"})
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "kg.differential" or (module.startswith("numpy") and name in self._NUMPY):
+            found = super().find_class(module, name)
+            if module != "kg.differential" or isinstance(found, type):
+                return found
+        elif (module == "builtins" and name in self._BUILTINS) or (
+            module == "collections" and name in ("defaultdict", "OrderedDict")
+        ):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"the phenotype cache names {module}.{name}, which it never holds")
 
 
 class Container:
@@ -120,17 +143,22 @@ class Container:
     @cached_property
     def phenotype_index(self) -> PhenotypeIndex:
         """Built from the graph's HPO annotations (~30 s for all of HPO) and cached in the data dir
-        until the graph's counts change."""
-        import pickle
+        until the graph's counts change. A cache that cannot be loaded (damaged, written by another
+        version, or naming anything but the index's own classes and numpy arrays) is rebuilt."""
 
         stats = self.graph.stats()
         stamp = f"{stats.backend}:{stats.entities}:{stats.relations}:{stats.invalidated_relations}"
         path = self.settings.data_dir / "indexes" / "phenotypes.pkl"
         if path.exists():
-            with path.open("rb") as f:
-                cached = pickle.load(f)
-            if cached.get("stamp") == stamp:
-                return cached["index"]
+            try:
+                with path.open("rb") as f:
+                    cached = _CacheUnpickler(f).load()
+                if isinstance(cached, dict) and cached.get("stamp") == stamp:
+                    index = cached.get("index")
+                    if isinstance(index, PhenotypeIndex):
+                        return index
+            except Exception as exc:  # noqa: BLE001 - a cache: what fails to load is rebuilt, never trusted
+                logger.warning("the phenotype cache %s cannot be loaded (%s): rebuilding it", path, exc)
         index = PhenotypeIndex.from_graph(self.graph)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

@@ -138,6 +138,8 @@ class EntrezClient:
         return pmids[:limit]
 
     def _read_esearch(self, body: bytes) -> dict[str, Any]:
+        if b"<!ENTITY" in body:  # NCBI's answers declare none; Bio.Entrez's expat would expand them or fetch URLs
+            raise EntrezError(f"esearch: answer refused, it declares XML entities: {_snippet(body)}")
         try:
             record = Entrez.read(io.BytesIO(body), validate=False)
         except RuntimeError as exc:  # an <ERROR> element in a 200 answer

@@ -45,10 +45,16 @@ class _LineTracker:
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
         self.records: deque[_Pending] = deque()
+        self.orphans: deque[int] = deque()  # continuation lines before any tag of a record (dropped)
         self._open: _Pending | None = None
 
     def __iter__(self) -> Iterator[str]:
         for number, line in enumerate(self._stream, start=1):
+            if self._open is None and line.startswith("      "):
+                # Bio.Medline would add it to a field of a record that has none yet (KeyError) and stop.
+                if line.strip():  # a line of spaces only is a blank line
+                    self.orphans.append(number)
+                continue
             if line in ("\n", "\r\n"):
                 if self._open is not None:
                     self.records.append(self._open)
@@ -73,10 +79,15 @@ def parse_medline(stream: IO[str], origin: str) -> Iterator[Article | Problem]:
         try:
             record = next(records)
         except StopIteration:
+            for number in tracker.orphans:
+                yield Problem(file=origin, line=number, message="continuation line outside a record: skipped")
             return
         except Exception as exc:  # Bio.Medline fails on a continuation line before any tag
             yield Problem(file=origin, line=None, message=f"unreadable MEDLINE text, reading stopped: {exc!r}")
             return
+        while tracker.orphans:
+            number = tracker.orphans.popleft()
+            yield Problem(file=origin, line=number, message="continuation line outside a record: skipped")
         pending = tracker.records.popleft() if tracker.records else _Pending(line=0)
         line = pending.line or None
         try:

@@ -51,17 +51,32 @@ def parse_pubmed_xml(stream: IO[bytes], origin: str) -> Iterator[Article | Delet
     """
     events = etree.iterparse(
         stream,
-        events=("end",),
-        tag=RECORD_TAGS,
+        events=("start", "end"),
+        tag=(*SET_TAGS, *RECORD_TAGS),
         remove_comments=True,
         remove_pis=True,
-        resolve_entities=False,
+        resolve_entities=False,  # entity references stay references: nothing expands, nothing is fetched
         no_network=True,
-        huge_tree=True,
+        load_dtd=False,
+        huge_tree=True,  # long text nodes (libxml2's entity amplification limit still applies)
     )
     seen = 0
+    checked = False
     try:
-        for _, elem in events:
+        for event, elem in events:
+            if not checked:  # the DOCTYPE has been read when the first element starts
+                checked = True
+                declared = _declared_entities(elem)
+                if declared:
+                    yield Problem(
+                        file=origin,
+                        line=elem.sourceline,
+                        message=f"refused: the DOCTYPE declares XML entities ({', '.join(declared)}); PubMed XML "
+                        "never does, and entities can expand without bound or read local files and URLs (XXE)",
+                    )
+                    return
+            if event != "end" or elem.tag not in RECORD_TAGS:
+                continue
             seen += 1
             yield _record(elem, origin)
             # Free the record and everything before it: the tree never holds more than one record.
@@ -71,7 +86,12 @@ def parse_pubmed_xml(stream: IO[bytes], origin: str) -> Iterator[Article | Delet
                 while elem.getprevious() is not None:
                     del parent[0]
     except etree.XMLSyntaxError as exc:
-        yield Problem(file=origin, line=exc.lineno or None, message=f"malformed XML, reading stopped: {exc.msg}")
+        line, message = exc.lineno or None, exc.msg
+        if not line:  # some errors (an undefined entity) surface as "no element found" at line 0: take the first
+            first = next((e for e in exc.error_log if e.level >= etree.ErrorLevels.ERROR), None)
+            if first is not None:
+                line, message = first.line or None, first.message
+        yield Problem(file=origin, line=line, message=f"malformed XML, reading stopped: {message}")
         return
     except (OSError, EOFError) as exc:  # the stream itself failed, e.g. a truncated gzip file
         yield Problem(file=origin, line=None, message=f"unreadable stream, reading stopped: {exc}")
@@ -82,6 +102,14 @@ def parse_pubmed_xml(stream: IO[bytes], origin: str) -> Iterator[Article | Delet
             yield Problem(file=origin, line=None, message="empty file, no PubMed records")
         elif etree.QName(root).localname not in SET_TAGS:
             yield Problem(file=origin, line=root.sourceline, message=f"root <{root.tag}> is not a PubMed article set")
+
+
+def _declared_entities(elem: Element) -> list[str]:
+    """Names of the entities the document's internal DTD subset declares (at most five)."""
+    dtd = elem.getroottree().docinfo.internalDTD
+    if dtd is None:
+        return []
+    return [str(e.name) for e in dtd.iterentities()][:5]
 
 
 def _record(elem: Element, origin: str) -> Article | Deletion | Problem:

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import Settings, load_settings
+from kg.vector_index import VectorIndexError
 from service.api.overload import install_overload_limit
 from service.api.readiness import Readiness
 from service.api.routes import differential, evaluation, graph, images, qa, reports, sessions, text
@@ -99,5 +100,10 @@ def create_app(settings: Settings | None = None, container: Container | None = N
     @app.exception_handler(ValueError)
     async def bad_value(_: Request, exc: ValueError) -> JSONResponse:
         return error_response(422, str(exc))
+
+    @app.exception_handler(VectorIndexError)
+    async def index_unusable(_: Request, exc: VectorIndexError) -> JSONResponse:
+        """A damaged index file: named, with how to rebuild it (also on /readyz), never a traceback."""
+        return error_response(503, str(exc))
 
     return app

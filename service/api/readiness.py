@@ -2,19 +2,26 @@
 
 Loading (embedding model, linker lexicon built from the graph, passage index, sessions) takes
 seconds to a minute on a large graph, so it runs in one background thread; ``report()`` starts it
-when nothing has, and says what is ready and what is not.
+when nothing has, and says what is ready and what is not. A damaged index file is reported by name
+with how to rebuild it (``/readyz`` answers 503 "failed"); damaged caches (BM25 files, the phenotype
+pickle) are rebuilt by the load itself.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kg.graph.base import GraphStoreError
+from kg.vector_index import VectorIndexError
 from service.container import Container
 
 __all__ = ["Readiness"]
+
+log = logging.getLogger("medkg.api")
 
 
 class Readiness:
@@ -25,24 +32,46 @@ class Readiness:
         self.error: str | None = None
         self.seconds: float | None = None
 
+    def _steps(self) -> list[tuple[str, Callable[[], object]]]:
+        c = self.container
+        images = c.settings.data_dir / "indexes"
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("the embedding model", lambda: c.text_embedder.dimension),
+            ("the passage index", lambda: c.text_index.load()),  # FAISS and BM25 (damaged BM25 files are rebuilt)
+            ("the entity index", lambda: c.entity_index.index),
+            ("the QA engine", lambda: c.qa),  # linker (lexicon from the graph), retriever, sessions, LLM client
+            ("the phenotype index", lambda: c.phenotype_index),  # built once, then cached (rebuilt if damaged)
+            ("name completion", lambda: c.name_index),
+        ]
+        if any((images / f"images.{suffix}").exists() for suffix in ("faiss", "ids.json")):
+            steps.append(("the image index", lambda: c.image_index))
+        return steps
+
     def _load(self) -> None:
         started = time.perf_counter()
-        try:
-            c = self.container
-            c.text_embedder.dimension  # noqa: B018 - loads the model
-            len(c.text_index)
-            c.entity_index.index  # noqa: B018
-            c.qa  # noqa: B018 - linker (lexicon from the graph), retriever, sessions, LLM client
-            c.phenotype_index  # noqa: B018 - differential questions (built once, then cached in the data dir)
-            c.name_index  # noqa: B018 - autocomplete of entity names
-            self.seconds = round(time.perf_counter() - started, 2)
-        except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried by the next call
-            self.error = f"{type(exc).__name__}: {exc}"
+        for what, step in self._steps():
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried by the next call
+                detail = f"{type(exc).__name__}: {exc}"
+                if what == "the image index" and isinstance(exc, VectorIndexError):
+                    base = self.container.settings.data_dir / "indexes" / "images"
+                    detail += (
+                        f". The image index cannot be used: stop the server, delete {base}.faiss, {base}.ids.json "
+                        f"and {base}.sqlite, then run `medkg ingest dicom ...` again, or restore a backup "
+                        "(`medkg restore FILE.tar.gz`)"
+                    )
+                self.error = f"{what} failed to load: {detail}"
+                log.error("medkg is not ready: %s", self.error)
+                return
+        self.error = None
+        self.seconds = round(time.perf_counter() - started, 2)
 
     def start(self) -> None:
+        """Load in the background, unless a load runs; after a failure, try again (the last error stays
+        reported until a load succeeds)."""
         with self._lock:
             if self._thread is None or (not self._thread.is_alive() and self.error):
-                self.error = None
                 self._thread = threading.Thread(target=self._load, name="medkg-warmup", daemon=True)
                 self._thread.start()
 
@@ -54,15 +83,19 @@ class Readiness:
             checks["graph"] = {"ok": True, "backend": stats.backend, "entities": stats.entities}
         except GraphStoreError as exc:
             checks["graph"] = {"ok": False, "detail": str(exc)}
-        loaded = "qa" in c.__dict__
+        loaded = "qa" in c.__dict__ and not self.error
         checks["models"] = {"ok": loaded, "seconds": self.seconds}
         if loaded:
-            checks["passages"] = {"ok": True, "count": len(c.text_index)}
-            checks["entity_index"] = {"ok": True, "count": len(c.entity_index.index)}
+            try:
+                checks["passages"] = {"ok": True, "count": len(c.text_index)}
+                checks["entity_index"] = {"ok": True, "count": len(c.entity_index.index)}
+            except (VectorIndexError, OSError) as exc:  # an index damaged after start-up
+                self.error = f"{type(exc).__name__}: {exc}"
+                checks["models"] = {"ok": False, "detail": self.error}
             checks["answers"] = {"ok": True, "mode": "llm" if c.llm_answerer is not None else "extractive"}
         else:
             self.start()
             if self.error:
                 checks["models"]["detail"] = self.error
         ready = all(v["ok"] for v in checks.values())
-        return {"status": "ready" if ready else "loading" if not self.error else "failed", "checks": checks}
+        return {"status": "ready" if ready else "failed" if self.error else "loading", "checks": checks}
