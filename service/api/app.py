@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,6 +21,8 @@ from service.container import Container
 from service.qa.engine import UnknownSession
 from service.qa.llm import LLMError
 from service.web import install_web
+
+log = logging.getLogger("medkg.api")
 
 
 def create_app(settings: Settings | None = None, container: Container | None = None, warm: bool = False) -> FastAPI:
@@ -80,7 +83,9 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         return error_response(503, str(exc), headers={"Retry-After": "5"})
 
     @app.exception_handler(GraphStoreError)
-    async def store_error(_: Request, exc: GraphStoreError) -> JSONResponse:
+    async def store_error(request: Request, exc: GraphStoreError) -> JSONResponse:
+        # the cause goes to the log (the client gets no internals); never the request body
+        log.error("graph store error on %s %s: %s", request.method, request.url.path, exc)
         return error_response(500, "graph store error")
 
     @app.exception_handler(CurieError)

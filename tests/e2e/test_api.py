@@ -83,6 +83,7 @@ def test_neighbours_and_paths(client: TestClient) -> None:
     )
 
 
+@pytest.mark.reliability
 def test_neo4j_down_is_503_with_retry_after(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -138,6 +139,7 @@ class _Proxy:
 
 
 @pytest.mark.neo4j
+@pytest.mark.reliability
 def test_api_recovers_when_neo4j_comes_up_without_restart() -> None:
     from urllib.parse import urlparse
 
@@ -165,3 +167,16 @@ def test_api_recovers_when_neo4j_comes_up_without_restart() -> None:
             assert c.get("/healthz").json()["status"] == "ok"
         finally:
             proxy.close()
+
+
+def test_ids_with_a_slash_are_reachable(client: TestClient) -> None:
+    c = client.app.state.container
+    c.graph.upsert_entities([Entity(id="DOI:10.1000/182", name="A handbook", category="Publication")])
+    c.graph.upsert_relations([Relation(subject="DOI:10.1000/182", type="MENTIONS", object="HP:0001945", source="t")])
+    one = client.get("/v1/entities/DOI:10.1000/182")
+    assert one.status_code == 200 and one.json()["name"] == "A handbook"
+    nbrs = client.get("/v1/entities/DOI:10.1000/182/neighbours").json()
+    assert [n["entity"]["id"] for n in nbrs] == ["HP:0001945"]
+    hood = client.get("/v1/entities/DOI:10.1000/182/neighbourhood", params={"hops": 1})
+    assert hood.status_code == 200
+    assert client.get("/v1/entities/DOI:10.1000/999").status_code == 404

@@ -47,15 +47,7 @@ def find_entities(
     return [entities[f.id] for f in found if f.id in entities]
 
 
-@router.get("/entities/{entity_id}", response_model=Entity)
-def get_entity(graph: Graph, entity_id: str) -> Entity:
-    found = graph.get_entity(entity_id)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}")
-    return found
-
-
-@router.get("/entities/{entity_id}/neighbours", response_model=list[Neighbour])
+@router.get("/entities/{entity_id:path}/neighbours", response_model=list[Neighbour])
 def neighbours(
     graph: Graph,
     entity_id: str,
@@ -69,7 +61,7 @@ def neighbours(
     )
 
 
-@router.get("/entities/{entity_id}/neighbourhood", response_model=Subgraph)
+@router.get("/entities/{entity_id:path}/neighbourhood", response_model=Subgraph)
 def neighbourhood(
     graph: Graph,
     entity_id: str,
@@ -78,6 +70,16 @@ def neighbourhood(
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
 ) -> Subgraph:
     return graph.neighbourhood(entity_id, hops=hops, rel_types=type, limit=limit)
+
+
+# Ids may hold "/" (e.g. DOI:10.1000/xyz): the routes take the rest of the path, the one-entity route
+# last so that ".../neighbours" and ".../neighbourhood" are not read as part of an id.
+@router.get("/entities/{entity_id:path}", response_model=Entity)
+def get_entity(graph: Graph, entity_id: str) -> Entity:
+    found = graph.get_entity(entity_id)
+    if found is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}")
+    return found
 
 
 @router.get("/paths", response_model=list[PathOut])
