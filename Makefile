@@ -1,10 +1,14 @@
 # medkg: `make demo` and `make test` do all the set-up they need on a fresh machine.
 PYTHON ?= python3
 VENV ?= .venv
+# check-reliability: SHORT=1 is CI's quick form; LOAD_DATA is the loaded data dir the load test serves
+# (built small under build/ when it holds no store).
+SHORT ?=
+LOAD_DATA ?= data
 BIN := $(VENV)/bin
 export VENV
 
-.PHONY: install demo test test-fast lint bench neo4j-start neo4j-stop serve clean
+.PHONY: install demo test test-fast lint bench check-reliability vendor-js neo4j-start neo4j-stop serve clean
 
 $(BIN)/medkg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +34,18 @@ lint: install
 bench: install
 	.ci/neo4j.sh start
 	. .neo4j/env && $(BIN)/python -m benchmarks.graph_store; rc=$$?; .ci/neo4j.sh stop; exit $$rc
+
+# Hostile input, faults and load: the tests marked `reliability` (Neo4j started for them), then the load
+# test against `medkg serve` (figures in benchmarks/results/load_test[_short].json).
+check-reliability: install
+	PYTHON=$(BIN)/python .ci/neo4j.sh start
+	. .neo4j/env && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(if $(SHORT),MEDKG_FUZZ_EXAMPLES=5) \
+		$(BIN)/python -m pytest -m reliability -q; rc=$$?; .ci/neo4j.sh stop; exit $$rc
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m benchmarks.load_test --data-dir $(LOAD_DATA) $(if $(SHORT),--short)
+
+# Re-fetch the web pages' bundled JavaScript (cytoscape.js) from npm and check its pinned SHA-256.
+vendor-js:
+	bash .ci/vendor_js.sh
 
 neo4j-start:
 	PYTHON=$(BIN)/python .ci/neo4j.sh start

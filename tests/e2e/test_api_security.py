@@ -17,6 +17,8 @@ from service.api.app import create_app
 from service.api.security import RateLimiter, is_loopback, startup_warning
 from service.container import Container
 
+pytestmark = pytest.mark.reliability
+
 KEY = "medkg-test-key-5f1c2a"
 OTHER_KEY = "medkg-other-key-9b3d"
 LOCAL = ("127.0.0.1", 50000)

@@ -294,6 +294,7 @@ def test_llm_answers_are_checked_and_a_fabricated_citation_is_dropped(
     assert llm.requests[-1].body["response_format"]["type"] == "json_schema"
 
 
+@pytest.mark.reliability
 def test_llm_failures_are_502_and_504(llm_client: tuple[TestClient, FakeLLMServer]) -> None:
     client, llm = llm_client
     llm.enqueue(Reply.error(500), Reply.error(500))

@@ -15,6 +15,8 @@ from service.container import Container
 from tests.e2e.test_cli import run
 from tests.e2e.test_qa_api import _build
 
+pytestmark = pytest.mark.reliability
+
 
 def _settings(data: Path):  # noqa: ANN202
     return load_settings(data_dir=data, ladybug_buffer_pool_mb=256, ladybug_max_db_size_gb=2)

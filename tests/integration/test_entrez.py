@@ -205,6 +205,7 @@ def test_pmids_not_returned_are_reported(eutils: Eutils, pmids: list[str]) -> No
     assert messages == ["not a PMID: 'x1'", "2 PMIDs not returned: 1, 2"]
 
 
+@pytest.mark.reliability
 def test_interrupted_fetch_resumes_from_checkpoint(eutils: Eutils, pmids: list[str], tmp_path: Path) -> None:
     checkpoint = tmp_path / "run.ckpt"
     first = client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint)

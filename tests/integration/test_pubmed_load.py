@@ -191,6 +191,7 @@ def test_llm_triples_are_extracted_per_passage_through_the_container(tmp_path: P
         assert "Atenolol in Marfan syndrome." in llm.requests[0].messages[-1]["content"]
 
 
+@pytest.mark.reliability
 def test_an_interrupted_load_resumes_from_its_last_checkpoint(
     store: BaseGraphStore, tmp_path: Path, text_embedder
 ) -> None:

@@ -23,6 +23,12 @@ class PathOut(BaseModel):
     length: int
 
 
+def _known(graph: BaseGraphStore, entity_id: str) -> None:
+    """404 for an id the graph does not hold (rather than an empty answer that looks like no edges)."""
+    if graph.get_entity(entity_id) is None:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}")
+
+
 @router.get("/stats", response_model=GraphStats)
 def stats(graph: Graph) -> GraphStats:
     return graph.stats()
@@ -56,6 +62,7 @@ def neighbours(
     include_invalid: bool = False,
     limit: Annotated[int, Query(ge=1, le=5000)] = 100,
 ) -> list[Neighbour]:
+    _known(graph, entity_id)
     return graph.neighbours(
         entity_id, rel_types=type, direction=direction, include_invalid=include_invalid, limit=limit
     )
@@ -69,6 +76,7 @@ def neighbourhood(
     type: Annotated[list[str] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
 ) -> Subgraph:
+    _known(graph, entity_id)
     return graph.neighbourhood(entity_id, hops=hops, rel_types=type, limit=limit)
 
 

@@ -1,0 +1,109 @@
+"""Locust traffic for ``benchmarks/load_test.py``: what clinicians send to ``medkg serve``.
+
+Each simulated clinician draws its requests from a seeded RNG (seed + its user number), so a run
+sends the same sequence every time: 40% ``POST /v1/qa`` (questions about diseases, phenotypes, genes
+and drugs, the README's among them), 25% ``POST /v1/search``, 20% ``GET /v1/entities?q=`` and 15%
+``POST /v1/differential`` (HPO terms, or a free-text description). Offline answers (extractive).
+
+Configured by the environment (``load_test.py`` sets it):
+
+- ``MEDKG_LOAD_KEY``: the API key sent as ``Authorization: Bearer``;
+- ``MEDKG_LOAD_RATE``: requests per second per user (``constant_throughput``); ``0``: back to back;
+- ``MEDKG_LOAD_SEED``: the seed (default 0);
+- ``MEDKG_LOAD_RECORD``: a JSON file written at exit with every request (start, latency, endpoint,
+  status, Retry-After, the error code of the body) and when the test started and stopped.
+
+Run alone: ``locust -f benchmarks/locustfile.py --headless -u 4 -r 4 -t 20s --host http://127.0.0.1:8000``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from locust import FastHttpUser, constant, constant_throughput, events, task
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for benchmarks.load_test
+from benchmarks.load_test import DIFFERENTIALS, ENTITY_NAMES, MIX, QUESTIONS, SEARCHES  # noqa: E402
+
+KEY = os.environ.get("MEDKG_LOAD_KEY", "")
+RATE = float(os.environ.get("MEDKG_LOAD_RATE", "1"))
+SEED = int(os.environ.get("MEDKG_LOAD_SEED", "0"))
+RECORD = os.environ.get("MEDKG_LOAD_RECORD")
+
+_records: list[list[Any]] = []
+_window: dict[str, float] = {}
+_user_numbers = itertools.count()
+
+
+@events.test_start.add_listener
+def _started(**_: Any) -> None:
+    _window["start"] = time.time()
+
+
+@events.test_stop.add_listener
+def _stopped(**_: Any) -> None:
+    _window["stop"] = time.time()
+
+
+@events.request.add_listener
+def _record(name: str, response_time: float, response: Any, exception: Any, start_time: float, **_: Any) -> None:
+    status = getattr(response, "status_code", 0) or 0
+    headers = getattr(response, "headers", None) or {}
+    retry_after = headers.get("Retry-After") if status >= 400 else None
+    code = None
+    if status >= 400:
+        try:
+            code = json.loads(response.text or "{}").get("error")
+        except (ValueError, AttributeError):
+            code = "not_json"
+    elif exception is not None and not status:
+        code = type(exception).__name__
+    _records.append([round(start_time, 4), round(response_time, 2), name, status, retry_after, code])
+
+
+@events.quit.add_listener
+def _write(**_: Any) -> None:
+    if RECORD:
+        with open(RECORD, "w") as f:
+            json.dump({"window": _window, "columns": ["start", "ms", "name", "status", "retry_after", "error"],
+                       "requests": _records}, f)  # fmt: skip
+
+
+class Clinician(FastHttpUser):
+    wait_time = constant_throughput(RATE) if RATE > 0 else constant(0)
+    network_timeout = 30.0
+    connection_timeout = 10.0
+
+    def on_start(self) -> None:
+        self.rng = random.Random(SEED * 100_003 + next(_user_numbers))
+        self.headers = {"Authorization": f"Bearer {KEY}"} if KEY else {}
+
+    def _send(self, method: str, path: str, name: str, **kwargs: Any) -> None:
+        with self.client.request(
+            method, path, name=name, headers=self.headers, catch_response=True, **kwargs
+        ) as response:
+            if response.status_code != 200:
+                response.failure(f"HTTP {response.status_code}")
+
+    @task
+    def clinician_request(self) -> None:
+        kinds, weights = zip(*MIX, strict=True)
+        kind = self.rng.choices(kinds, weights)[0]
+        if kind == "qa":
+            body = {"question": self.rng.choice(QUESTIONS), "options": {"mode": "extractive"}}
+            self._send("POST", "/v1/qa", "POST /v1/qa", json=body)
+        elif kind == "search":
+            self._send("POST", "/v1/search", "POST /v1/search", json={"q": self.rng.choice(SEARCHES), "k": 10})
+        elif kind == "entities":
+            query = urlencode({"q": self.rng.choice(ENTITY_NAMES)})
+            self._send("GET", f"/v1/entities?{query}", "GET /v1/entities")
+        else:
+            self._send("POST", "/v1/differential", "POST /v1/differential", json=self.rng.choice(DIFFERENTIALS))
