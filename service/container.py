@@ -136,6 +136,22 @@ class Container:
         )
 
     @cached_property
+    def document_linker(self) -> EntityLinker:
+        """The linker of literature and report loads: as :attr:`linker`, less the MeSH descriptors that
+        article headings created (name only). What a load links then does not depend on what earlier
+        loads, or an interrupted run of this one, added: a resumed load ends as an uninterrupted one."""
+        from ingest.pubmed.load import MESH_HEADING_SOURCE
+
+        lexicon = Lexicon.build(self.graph, self.nlp, exclude_sources=(MESH_HEADING_SOURCE,))
+        return EntityLinker(
+            self.nlp,
+            lexicon,
+            self.entity_index,
+            threshold=self.settings.link_threshold,
+            query_threshold=self.settings.link_query_threshold,
+        )
+
+    @cached_property
     def name_index(self) -> NameIndex:
         """Name and synonym completion (the web page's autocomplete), from one scan of the graph."""
         return NameIndex.from_graph(self.graph)

@@ -122,7 +122,7 @@ def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract
         c.graph,
         c.text_index,
         c.nlp,
-        c.linker if link else None,
+        c.document_linker if link else None,
         extract=c.triple_merger() if extract else None,
         max_words=c.settings.passage_max_words,
         progress=progress,
@@ -261,7 +261,7 @@ def ingest_dicom(
 def run_reports(c: Container, file: Path, projections: Path | None, progress: bool) -> None:
     from ingest.reports import ReportLoader, read_iu_reports
 
-    loader = ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=progress, reports=c.reports)
+    loader = ReportLoader(c.graph, c.text_index, c.nlp, c.document_linker, progress=progress, reports=c.reports)
     result = loader.load(read_iu_reports(file, projections))
     render(result)
     out.print(

@@ -52,6 +52,7 @@ from kg.text_index import DocumentRecord, PassageRecord, TextIndex
 __all__ = ["PubmedLoader", "SOURCE", "MAX_EVIDENCE"]
 
 SOURCE = "pubmed"
+MESH_HEADING_SOURCE = "mesh"  # MeSH descriptors named by article headings (name only)
 MAX_EVIDENCE = 500  # sentence ids kept on one CO_MENTIONED edge (the count keeps growing past it)
 
 
@@ -252,7 +253,7 @@ class PubmedLoader:
                 )  # fmt: skip
             for heading in a.mesh:
                 if heading.ui:
-                    entities.append(Entity(id=f"MESH:{heading.ui}", name=heading.name, sources=["mesh"]))
+                    entities.append(Entity(id=f"MESH:{heading.ui}", name=heading.name, sources=[MESH_HEADING_SOURCE]))
                     evidence = {"major": heading.major, "qualifiers": heading.qualifiers}
                     relations.append(
                         Relation(subject=doc_id, type=HAS_MESH_TERM, object=f"MESH:{heading.ui}", source=SOURCE,
