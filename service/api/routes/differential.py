@@ -36,15 +36,23 @@ class Match(BaseModel):
     similarity: float
 
 
+class TermLR(BaseModel):
+    term: str
+    status: str = Field(description="observed, or excluded (a term the disease has at least very frequently)")
+    lr: float = Field(description="Likelihood ratio of the term for this disease.")
+
+
 class DiseaseOut(BaseModel):
     disease: str
     name: str | None
-    score: float
-    baseline: float
+    score: float = Field(description="z(log LR) + z(Resnik) among the diseases ranked.")
+    baseline: float = Field(description="Resnik best-match average, both directions.")
+    log10_lr: float = Field(description="log10 of the phenotype likelihood ratio of the case.")
     matches: list[Match]
     contradictions: list[str]
     genes: list[str]
     pmids: list[str]
+    likelihood_ratios: list[TermLR]
 
 
 class DifferentialResponse(BaseModel):
@@ -78,10 +86,12 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
                 name=names[r.disease].name if r.disease in names else None,
                 score=r.score,
                 baseline=r.baseline,
+                log10_lr=r.log10_lr,
                 matches=[Match(observed=q, disease_term=t, similarity=s) for q, t, s in r.matches],
                 contradictions=r.contradictions,
                 genes=r.genes,
                 pmids=r.pmids,
+                likelihood_ratios=[TermLR(term=t, status=st, lr=lr) for t, st, lr in r.likelihood_ratios],
             )
             for r in ranked
         ],
