@@ -126,10 +126,12 @@ class Container:
     @cached_property
     def linker(self) -> EntityLinker:
         """Built from the graph as it is now (a few seconds for ~60k entities)."""
-        lexicon = Lexicon.build(self.graph, self.nlp)
+        return self._linker()
+
+    def _linker(self, exclude_sources: tuple[str, ...] = ()) -> EntityLinker:
         return EntityLinker(
             self.nlp,
-            lexicon,
+            Lexicon.build(self.graph, self.nlp, exclude_sources=exclude_sources),
             self.entity_index,
             threshold=self.settings.link_threshold,
             query_threshold=self.settings.link_query_threshold,
@@ -142,14 +144,7 @@ class Container:
         loads, or an interrupted run of this one, added: a resumed load ends as an uninterrupted one."""
         from ingest.pubmed.load import MESH_HEADING_SOURCE
 
-        lexicon = Lexicon.build(self.graph, self.nlp, exclude_sources=(MESH_HEADING_SOURCE,))
-        return EntityLinker(
-            self.nlp,
-            lexicon,
-            self.entity_index,
-            threshold=self.settings.link_threshold,
-            query_threshold=self.settings.link_query_threshold,
-        )
+        return self._linker(exclude_sources=(MESH_HEADING_SOURCE,))
 
     @cached_property
     def name_index(self) -> NameIndex:
