@@ -32,3 +32,35 @@ def neo4j_from_env() -> BaseGraphStore | None:
     )
     store.clear()
     return store
+
+
+def write_hpo_subset(src: Path, out: Path, lines: list[str], chosen: set[str], terms: set[str]) -> Path:
+    """An HPO folder in ``out`` holding only the ``chosen`` diseases of ``src``: their phenotype.hpoa
+    ``lines`` and genes_to_phenotype lines, and the hp.obo terms in ``terms`` (plus those the genes use)
+    with their ancestors, so every term keeps its branch's category."""
+    import re
+
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "phenotype.hpoa").open("w") as f:
+        f.writelines(line for line in lines if line.startswith(("#", "database_id")) or line.split("\t")[0] in chosen)
+    with (src / "genes_to_phenotype.txt").open() as fin, (out / "genes_to_phenotype.txt").open("w") as fout:
+        fout.write(next(fin))
+        for line in fin:
+            cols = line.rstrip("\n").split("\t")
+            if cols[-1] in chosen:
+                fout.write(line)
+                terms.add(cols[2])
+    header, *stanzas = (src / "hp.obo").read_text().split("\n\n")
+    ids = [re.search(r"^id: (\S+)", s, re.M) for s in stanzas]
+    parents = {m[1]: re.findall(r"^is_a: (\S+)", s, re.M) for s, m in zip(stanzas, ids, strict=True) if m}
+    todo = list(terms)
+    while todo:
+        for parent in parents.get(todo.pop(), []):
+            if parent not in terms:
+                terms.add(parent)
+                todo.append(parent)
+    kept = [
+        s for s, m in zip(stanzas, ids, strict=True) if not s.lstrip().startswith("[Term]") or (m and m[1] in terms)
+    ]
+    (out / "hp.obo").write_text("\n\n".join([header, *kept]))
+    return out

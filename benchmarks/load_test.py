@@ -57,6 +57,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import write_hpo_subset
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 DEFAULT_SHARED = ROOT.parent / "shared" / "data"
@@ -150,30 +152,7 @@ def small_hpo(out: Path, n_random: int, seed: int) -> Path:
     others = sorted({r[0] for r in rows} - named)
     chosen = named | set(random.Random(seed).sample(others, min(n_random, len(others))))
     terms = {r[3] for r in rows if r[0] in chosen} | set(DIFFERENTIAL_TERMS)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "phenotype.hpoa").open("w") as f:
-        f.writelines(line for line in lines if line.startswith(("#", "database_id")) or line.split("\t")[0] in chosen)
-    with (src / "genes_to_phenotype.txt").open() as fin, (out / "genes_to_phenotype.txt").open("w") as fout:
-        fout.write(next(fin))
-        for line in fin:
-            cols = line.rstrip("\n").split("\t")
-            if cols[-1] in chosen:
-                fout.write(line)
-                terms.add(cols[2])
-    header, *stanzas = (src / "hp.obo").read_text().split("\n\n")
-    ids = [re.search(r"^id: (\S+)", s, re.M) for s in stanzas]
-    parents = {m[1]: re.findall(r"^is_a: (\S+)", s, re.M) for s, m in zip(stanzas, ids, strict=True) if m}
-    todo = list(terms)
-    while todo:
-        for parent in parents.get(todo.pop(), []):
-            if parent not in terms:
-                terms.add(parent)
-                todo.append(parent)
-    kept = [
-        s for s, m in zip(stanzas, ids, strict=True) if not s.lstrip().startswith("[Term]") or (m and m[1] in terms)
-    ]
-    (out / "hp.obo").write_text("\n\n".join([header, *kept]))
-    return out
+    return write_hpo_subset(src, out, lines, chosen, terms)
 
 
 def build_small_store(data_dir: Path, shared: Path, seed: int, diseases: int = 100, abstracts: int = 150) -> None:

@@ -37,7 +37,6 @@ import json
 import math
 import os
 import random
-import re
 import socket
 import sys
 import tempfile
@@ -51,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from benchmarks.common import write_results
+from benchmarks.common import write_hpo_subset, write_results
 from benchmarks.ingest_pubmed import DEFAULT_SOURCE, parse_pass, peak_rss_mb, source_files, write_copies
 from ingest.pubmed.model import Article
 from ingest.pubmed.readers import Record, iter_records
@@ -125,30 +124,7 @@ def hpo_subset(out: Path, n_diseases: int, seed: int) -> Path:
     diseases = sorted({r[0] for r in rows})
     chosen = set(random.Random(seed).sample(diseases, min(n_diseases, len(diseases))))
     terms = {r[3] for r in rows if r[0] in chosen}
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / "phenotype.hpoa").open("w") as f:
-        f.writelines(line for line in lines if line.startswith(("#", "database_id")) or line.split("\t")[0] in chosen)
-    with (src / "genes_to_phenotype.txt").open() as fin, (out / "genes_to_phenotype.txt").open("w") as fout:
-        fout.write(next(fin))
-        for line in fin:
-            cols = line.rstrip("\n").split("\t")
-            if cols[-1] in chosen:
-                fout.write(line)
-                terms.add(cols[2])
-    header, *stanzas = (src / "hp.obo").read_text().split("\n\n")
-    ids = [re.search(r"^id: (\S+)", s, re.M) for s in stanzas]
-    parents = {m[1]: re.findall(r"^is_a: (\S+)", s, re.M) for s, m in zip(stanzas, ids, strict=True) if m}
-    todo = list(terms)
-    while todo:
-        for parent in parents.get(todo.pop(), []):
-            if parent not in terms:
-                terms.add(parent)
-                todo.append(parent)
-    kept = [
-        s for s, m in zip(stanzas, ids, strict=True) if not s.lstrip().startswith("[Term]") or (m and m[1] in terms)
-    ]
-    (out / "hp.obo").write_text("\n\n".join([header, *kept]))
-    return out
+    return write_hpo_subset(src, out, lines, chosen, terms)
 
 
 def distinct_abstracts(paths: list[Path], limit: int, counts: dict[str, int]) -> Iterator[Record]:
