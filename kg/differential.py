@@ -37,7 +37,13 @@ closest annotation; information content ``IC(t) = -log`` of the share of disease
 or a descendant), equal weights, two views of one match with different failure modes (the LR leans on
 frequencies, Resnik on the ontology alone).
 
-**baseline**: Resnik best-match average over both directions (as pyhpo computes it), same IC.
+**baselines**: Resnik best-match average over both directions (funSimAvg), two ways: ``scores``'s
+baseline on the phenotype annotations with the IC above; ``pyhpo_scores`` as pyhpo computes it
+(``HPOSet.similarity(kind="omim", method="resnik", combine="funSimAvg")``): a disease's set is every
+HPO term it is annotated with (mode of inheritance, clinical course, modifiers too), the IC counts the
+diseases of the namespace ranked. The extra terms weigh on the disease->patient half, so a disease
+with one or two phenotypes no longer matches perfectly: that is most of what separates pyhpo's figure
+from the first.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ from kg.graph.base import BaseGraphStore
 __all__ = ["PhenotypeIndex", "Candidate", "LRParams", "frequency_weight", "frequency_evidence"]
 
 IS_A, HAS_PHENOTYPE, ASSOCIATED_WITH = "IS_A", "HAS_PHENOTYPE", "ASSOCIATED_WITH"
+# HPO annotation aspects besides P: inheritance, clinical course, modifier, past medical history
+OTHER_ASPECTS = ("HAS_INHERITANCE", "HAS_CLINICAL_COURSE", "HAS_MODIFIER", "HAS_PAST_MEDICAL_HISTORY")
 DISEASE_PREFIXES = ("OMIM:", "ORPHA:", "DECIPHER:")
 # HPO frequency terms -> the middle of their range
 _FREQUENCY_TERMS = {
@@ -132,7 +140,7 @@ class Candidate:
 
 
 class PhenotypeIndex:
-    CACHE_VERSION = 2  # of the derived arrays; an index pickled by another version derives them again
+    CACHE_VERSION = 3  # of the derived arrays; an index pickled by another version derives them again
 
     def __init__(
         self,
@@ -140,7 +148,10 @@ class PhenotypeIndex:
         parents: dict[str, list[str]],
         annotations: dict[str, list[tuple[str, Frequency, list[str]]]],
         negated: dict[str, set[str]],
+        other: dict[str, list[str]] | None = None,
     ) -> None:
+        """``other``: each disease's HPO terms of the other aspects (``OTHER_ASPECTS``), used only by
+        ``pyhpo_scores``."""
         started = time.perf_counter()
         self.terms = terms
         self.term_index = {t: i for i, t in enumerate(terms)}
@@ -193,6 +204,15 @@ class PhenotypeIndex:
         self.flat_given = np.asarray(given, dtype=np.float32)
         self.flat_counts = np.asarray(counts, dtype=np.float32).reshape(-1, 2)
         self.negated = {d: {self.term_index[t] for t in ts if t in self.term_index} for d, ts in negated.items()}
+        # every HPO term of each disease (all aspects, distinct): pyhpo's disease sets
+        sets = []
+        for i, d in enumerate(self.diseases):
+            start = offsets[i]
+            end = offsets[i + 1] if i + 1 < len(offsets) else len(flat_terms)
+            extra = (self.term_index[t] for t in (other or {}).get(d, ()) if t in self.term_index)
+            sets.append(sorted(set(flat_terms[start:end]) | set(extra)))
+        self.set_offsets = np.cumsum([0] + [len(x) for x in sets[:-1]]).astype(np.int64)
+        self.set_terms = np.asarray([t for x in sets for t in x], dtype=np.int32)
         self.genes: dict[str, list[str]] = {}
         self._derive()
         self.build_seconds = round(time.perf_counter() - started, 2)
@@ -249,13 +269,20 @@ class PhenotypeIndex:
         self.neg_disease = np.asarray([p[0] for p in pairs], dtype=np.int64)
         self.neg_terms = np.asarray([p[1] for p in pairs], dtype=np.int64)
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
+        self._set_ic: dict[tuple[str, ...], tuple[np.ndarray, list[np.ndarray]]] = {}
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_set_ic"}  # rebuilt on first use
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._set_ic = {}
         if state.get("version") != self.CACHE_VERSION:  # pickled by an older medkg: derive again
             if "flat_given" not in state:  # version 1 kept only a frequency per annotation
                 self.flat_given = np.asarray(state["flat_freq"], dtype=np.float32)
                 self.flat_counts = np.zeros((len(self.flat_given), 2), dtype=np.float32)
+            if "set_terms" not in state:  # before version 3: the phenotype annotations only
+                self.set_terms, self.set_offsets = self.flat_terms, self.offsets
             self._derive()
 
     # ---- construction from the graph ----------------------------------------------------------
@@ -284,7 +311,11 @@ class PhenotypeIndex:
             else:
                 frequency = frequency_evidence(evidence.get("frequency", []))
                 annotations[disease].append((term["id"], frequency, evidence.get("pmids", [])))
-        index = cls(sorted(terms), parents, annotations, negated)
+        other: dict[str, list[str]] = defaultdict(list)
+        for disease, rel, term in store.edge_rows(diseases, list(OTHER_ASPECTS)):
+            if not rel.get("negated") and term["id"].startswith("HP:"):
+                other[disease].append(term["id"])
+        index = cls(sorted(terms), parents, annotations, negated, other)
         for disease, _rel, gene in store.edge_rows(index.diseases, [ASSOCIATED_WITH], direction="in"):
             if gene.get("category") == "Gene":
                 index.genes.setdefault(disease, []).append(gene["name"])
@@ -403,6 +434,40 @@ class PhenotypeIndex:
             "resnik": resnik,
         }
         return score, base, parts
+
+    def pyhpo_scores(self, observed: Sequence[str], prefixes: Sequence[str] = ()) -> np.ndarray:
+        """pyhpo's set similarity of the observed terms (as given) to every disease in ``prefixes``
+        (``-inf`` outside): Resnik, funSimAvg, over each disease's set of all its HPO terms, the IC
+        ``-log`` of the share of those diseases whose set has the term or a descendant (0 if none)."""
+        n = len(self.diseases)
+        inside = self._namespace_mask(prefixes) if prefixes else np.ones(n, dtype=bool)
+        obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
+        if not obs or not inside.any():
+            return np.where(inside, 0.0, -np.inf).astype(np.float32)
+        ic, order = self._namespace_ic(prefixes, inside)
+        sims = np.stack([self._similarity_to_all(q, ic, order[q]) for q in obs])[:, self.set_terms]
+        q_to_d = np.maximum.reduceat(sims, self.set_offsets, axis=1).mean(axis=0)
+        sizes = np.diff(np.append(self.set_offsets, len(self.set_terms)))
+        d_to_q = np.add.reduceat(sims.max(axis=0), self.set_offsets) / np.maximum(sizes, 1)
+        return np.where(inside, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
+
+    def _namespace_ic(self, prefixes: Sequence[str], inside: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """pyhpo's IC over the diseases ``inside`` (their sets of all aspects, propagated), and each
+        term's ancestors by increasing IC; cached per namespace."""
+        key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
+        if key not in self._set_ic:
+            sizes = np.diff(np.append(self.set_offsets, len(self.set_terms)))
+            owner = np.repeat(np.arange(len(self.diseases)), sizes)
+            keep = inside[owner]
+            terms, owner = self.set_terms[keep], owner[keep]
+            up = np.concatenate([self.ancestors[t] for t in terms]).astype(np.int64)
+            who = np.repeat(owner, [len(self.ancestors[t]) for t in terms]).astype(np.int64)
+            pairs = np.unique(up * len(self.diseases) + who)  # (term, disease) once each
+            cover = np.bincount(pairs // len(self.diseases), minlength=len(self.terms))
+            total = max(1, int(inside.sum()))
+            ic = np.where(cover > 0, -np.log(np.maximum(cover, 1) / total), 0.0).astype(np.float32)
+            self._set_ic[key] = (ic, [anc[np.argsort(ic[anc], kind="stable")] for anc in self.ancestors])
+        return self._set_ic[key]
 
     def _namespace_mask(self, prefixes: Sequence[str]) -> np.ndarray:
         key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))

@@ -223,8 +223,8 @@ def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, b
     _wait(browser, lambda d: d.find_elements(_by("css"), "#results tbody tr"))
     rows = browser.find_elements(_by("css"), "#results tbody tr")
     assert rows[0].get_attribute("data-disease") == "OMIM:100001"  # seizures + microcephaly
-    assert "HP:0001250" in rows[0].text and "PMID:11" in rows[0].text
-    assert "1 excluded" in browser.find_element(_by("id"), "results-summary").text
+    assert "Seizure (HP:0001250)" in rows[0].text and "PMID:11" in rows[0].text  # terms by name
+    assert "1 excluded (Hypotonia (HP:0001252))" in browser.find_element(_by("id"), "results-summary").text
     _shot(browser, "differential")
     assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []

@@ -56,6 +56,7 @@ def test_differential_over_http(client: TestClient) -> None:
     top = body["diseases"][0]
     assert top["name"] == "Seizures with microcephaly" and top["pmids"] == ["PMID:1"]
     assert {m["observed"] for m in top["matches"]} == {"HP:0001250", "HP:0000252"}
+    assert body["term_names"] == {"HP:0000252": "Microcephaly", "HP:0001250": "Seizure"}  # for display
     # the likelihood ratio of each observed term; their product is the case's
     assert [(t["term"], t["status"]) for t in top["likelihood_ratios"]] == [
         ("HP:0001250", "observed"),

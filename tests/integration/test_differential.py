@@ -9,7 +9,14 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from kg.differential import PRIOR_STRENGTH, LRParams, PhenotypeIndex, frequency_evidence, frequency_weight
+from kg.differential import (
+    OTHER_ASPECTS,
+    PRIOR_STRENGTH,
+    LRParams,
+    PhenotypeIndex,
+    frequency_evidence,
+    frequency_weight,
+)
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 
@@ -146,6 +153,36 @@ def test_an_index_pickled_by_an_older_version_derives_again(index: PhenotypeInde
     assert pickle.loads(pickle.dumps(index)).rank(["HP:0001250"])[0].disease == index.rank(["HP:0001250"])[0].disease
 
 
+def test_pyhpo_baseline_counts_every_aspect(store: BaseGraphStore) -> None:
+    """pyhpo's set similarity on a hand-made ontology: the disease side takes the mode of inheritance
+    too, and the information content counts the diseases of the namespace ranked."""
+    terms = {"HP:0000001": None, "HP:0000118": "HP:0000001", "HP:0000005": "HP:0000001"}
+    terms |= {"HP:0000006": "HP:0000005", "HP:0001250": "HP:0000118", "HP:0001252": "HP:0000118"}
+    store.upsert_entities([Entity(id=t, name=t, category="Phenotype") for t in terms])
+    store.upsert_entities([Entity(id=d, name=d, category="Disease") for d in ("OMIM:1", "OMIM:2", "ORPHA:1")])
+    store.upsert_relations(
+        [Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in terms.items() if p]
+        + [
+            phenotype("OMIM:1", "HP:0001250"),
+            Relation(subject="OMIM:1", type="HAS_INHERITANCE", object="HP:0000006", source="hpo"),
+            phenotype("OMIM:2", "HP:0001250"),
+            phenotype("OMIM:2", "HP:0001252"),
+            phenotype("ORPHA:1", "HP:0001250"),
+        ]
+    )
+    index = PhenotypeIndex.from_graph(store)
+    # within OMIM both diseases have seizures: IC 0, no information; ORPHA:1 is outside
+    ours = index.pyhpo_scores(["HP:0001250"], prefixes=["OMIM"])
+    assert ours[:2].tolist() == pytest.approx([0.0, 0.0]) and np.isneginf(ours[2])
+    # over all three: hypotonia and the mode of inheritance have IC log 3 (one disease of three);
+    # funSimAvg = (patient->disease + disease->patient) / 2, and the disease side is its whole set
+    half = (math.log(3) + math.log(3) / 2) / 2
+    assert index.pyhpo_scores(["HP:0001252"])[index.disease_index["OMIM:2"]] == pytest.approx(half)
+    assert index.pyhpo_scores(["HP:0000006"])[index.disease_index["OMIM:1"]] == pytest.approx(half)
+    # the phenotype-only model never sees the inheritance term
+    assert index.set_terms.size == index.flat_terms.size + 1
+
+
 def test_ranking_within_a_namespace(store: BaseGraphStore) -> None:
     store.upsert_entities(
         [Entity(id=t, name=t, category="Phenotype") for t in ("HP:0000001", "HP:0000118", "HP:0001250")]
@@ -180,6 +217,7 @@ def hpo() -> PhenotypeIndex:
     parents: dict[str, list[str]] = defaultdict(list)
     annotations: dict[str, list] = defaultdict(list)
     negated: dict[str, set[str]] = defaultdict(set)
+    other: dict[str, list[str]] = defaultdict(list)
     for item in hpo_items(genes=False):
         if isinstance(item, Entity) and item.id.startswith("HP:") and not item.obsolete:
             terms.append(item.id)
@@ -191,7 +229,9 @@ def hpo() -> PhenotypeIndex:
             else:
                 frequency = frequency_evidence(item.evidence.get("frequency", []))
                 annotations[item.subject].append((item.object, frequency, item.evidence.get("pmids", [])))
-    return PhenotypeIndex(sorted(terms), parents, annotations, negated)
+        elif isinstance(item, Relation) and item.type in OTHER_ASPECTS and not item.negated:
+            other[item.subject].append(item.object)
+    return PhenotypeIndex(sorted(terms), parents, annotations, negated, other)
 
 
 def frequency_in(index: PhenotypeIndex, disease: str, term: str) -> float:
@@ -272,3 +312,31 @@ def test_real_hpo_not_annotations_and_a_case(hpo: PhenotypeIndex) -> None:
     assert hpo.rank_of(baseline, ["OMIM:154700"]) > 1  # both-direction Resnik misses it
     top = hpo.rank(case, prefixes=["OMIM"], top_k=1)[0]
     assert top.disease == "OMIM:154700" and len(top.matches) == 4 and top.log10_lr > 5
+
+
+@pytest.mark.slow
+def test_real_hpo_pyhpo_baseline_is_pyhpos_own_similarity(hpo: PhenotypeIndex) -> None:
+    """``pyhpo_scores`` reproduces pyhpo's ``HPOSet.similarity`` (Resnik, funSimAvg, OMIM IC) on real
+    HPO: for well- and barely-annotated diseases alike, and it ranks the same."""
+    from pyhpo import HPOSet, Ontology
+
+    Ontology()
+    omim = {f"OMIM:{d.id}": d for d in Ontology.omim_diseases}
+    case = ["HP:0001250", "HP:0000252", "HP:0001252", "HP:0001263", "HP:0000486"]  # seizure, microcephaly...
+    ours = hpo.pyhpo_scores(case, prefixes=["OMIM"])
+    assert np.isneginf(ours[hpo.disease_index["ORPHA:558"]])  # outside the namespace
+    order = np.argsort(-ours, kind="stable")
+    sizes = np.diff(np.append(hpo.offsets, len(hpo.flat_terms)))
+    sample = [int(i) for i in order[:10]] + [
+        int(i)
+        for i in np.flatnonzero((sizes <= 2) & hpo._namespace_mask(["OMIM"]))[:10]  # one or two phenotypes
+    ]
+    query = HPOSet.from_queries(case)
+    for i in sample:
+        d = hpo.diseases[i]
+        theirs = query.similarity(
+            HPOSet.from_queries(sorted(omim[d].hpo)), kind="omim", method="resnik", combine="funSimAvg"
+        )
+        assert float(ours[i]) == pytest.approx(theirs, abs=2e-3), d
+    # the sample has diseases whose set is larger than their phenotypes (a mode of inheritance...)
+    assert any(len(omim[hpo.diseases[i]].hpo) > sizes[i] for i in sample[10:])

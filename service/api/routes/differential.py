@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException
@@ -13,6 +14,7 @@ from service.container import Container
 
 router = APIRouter(prefix="/v1", tags=["differential"])
 Deps = Annotated[Container, Depends(get_container)]
+_HPO_ID = re.compile(r"HP:\d{7}")
 
 
 class DifferentialRequest(BaseModel):
@@ -61,6 +63,9 @@ class DifferentialResponse(BaseModel):
     unknown_terms: list[str]
     excluded: list[str]
     diseases: list[DiseaseOut]
+    term_names: dict[str, str] = Field(
+        default_factory=dict, description="The name of every HPO term in the answer (observed, excluded, matched)."
+    )
 
 
 @router.post("/differential", response_model=DifferentialResponse)
@@ -74,7 +79,12 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     if not known:
         raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
     ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces)
-    names = c.graph.get_entities(r.disease for r in ranked)
+    terms = {*known, *request.excluded}
+    for r in ranked:
+        terms.update(t for _, t, _ in r.matches)
+        terms.update(t for t, _, _ in r.likelihood_ratios)
+        terms.update(t for reason in r.contradictions for t in _HPO_ID.findall(reason))
+    names = c.graph.get_entities([*(r.disease for r in ranked), *sorted(terms)])
     return DifferentialResponse(
         observed=known,
         from_text=from_text,
@@ -95,4 +105,5 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
             )
             for r in ranked
         ],
+        term_names={t: names[t].name for t in sorted(terms) if t in names and names[t].name},
     )

@@ -141,8 +141,11 @@
   function renderResults(r) {
     const body = $("results").querySelector("tbody");
     body.replaceChildren();
+    const names = r.term_names || {};
+    const named = (id) => (names[id] ? `${names[id]} (${id})` : id);
+    const withNames = (text) => text.replace(/HP:\d{7}/g, named);
     r.diseases.forEach((d, i) => {
-      const matches = el("ul", {}, d.matches.map((m) => el("li", { text: `${m.observed} → ${m.disease_term} (${m.similarity.toFixed(2)})` })));
+      const matches = el("ul", {}, d.matches.map((m) => el("li", { text: `${named(m.observed)} → ${named(m.disease_term)} (${m.similarity.toFixed(2)})` })));
       const links = d.pmids.slice(0, 5).map((p) => el("a", { href: `https://pubmed.ncbi.nlm.nih.gov/${p.replace(/^PMID:/, "")}/`, target: "_blank", rel: "noopener", text: p }));
       body.append(
         el(
@@ -152,7 +155,7 @@
           el("td", {}, el("strong", { text: d.name || d.disease }), el("br"), el("code", { class: "id", text: d.disease })),
           el("td", { class: "num", text: d.score.toFixed(3) }),
           el("td", {}, matches),
-          el("td", { text: d.contradictions.join(", ") }),
+          el("td", { text: d.contradictions.map(withNames).join(", ") }),
           el("td", { text: d.genes.slice(0, 8).join(", ") + (d.genes.length > 8 ? ` (+${d.genes.length - 8})` : "") }),
           el("td", {}, links.flatMap((a, j) => (j ? [", ", a] : [a])), d.pmids.length > 5 ? ` (+${d.pmids.length - 5})` : ""),
         ),
@@ -160,7 +163,7 @@
     });
     const parts = [`${r.observed.length} observed term(s)`];
     if (r.from_text.length) parts.push(`${r.from_text.length} from the text (${r.from_text.join(", ")})`);
-    if (r.excluded.length) parts.push(`${r.excluded.length} excluded`);
+    if (r.excluded.length) parts.push(`${r.excluded.length} excluded (${r.excluded.map(named).join(", ")})`);
     if (r.unknown_terms.length) parts.push(`unknown to the graph: ${r.unknown_terms.join(", ")}`);
     $("results-summary").textContent = parts.join(" · ");
     $("results-section").hidden = false;
