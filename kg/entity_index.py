@@ -75,9 +75,9 @@ class EntityIndex:
     def rebuild_hint(self) -> str:
         files = f"{self.directory / self.name}.faiss and {self.directory / self.name}.ids.json"
         return (
-            f"The entity index cannot be used: stop the server, delete {files}, then run an ontology load again "
-            "(`medkg ingest hpo`, `medkg ingest obo FILE` or `medkg ingest edges FILE --mapping NAME`: the graph "
-            "stays as it is and every entity is embedded again), or restore a backup (`medkg restore FILE.tar.gz`)"
+            f"The entity index cannot be used: stop the server and run `medkg reindex --only entities` (it sets "
+            f"{files} aside and embeds every entity of the graph again), or restore a backup (`medkg restore "
+            "FILE.tar.gz`)"
         )
 
     def _fingerprint(self, text: str) -> str:
@@ -107,12 +107,22 @@ class EntityIndex:
                     embedded += index.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
                     bar.update(len(chunk))
         removed = index.remove([i for i in index.ids() if i not in seen])
-        rebuilt = (index.kind == "flat") != (len(index) <= index.flat_max)
-        if rebuilt:
-            index.rebuild()  # exact up to flat_max vectors, IVF above (the design's "chosen by size")
+        rebuilt = index.fit_kind()
         if embedded or removed or rebuilt:
             index.save()
         return IndexUpdate(embedded, unchanged, removed, len(index), round(time.perf_counter() - started, 2))
+
+    def reindex(self, store: BaseGraphStore, progress: bool = True) -> tuple[IndexUpdate, list[Path]]:
+        """``update`` after setting a damaged index aside (renamed, not deleted): every entity of the
+        graph whose vector is missing or stale is embedded again. Returns the update and the files set
+        aside."""
+        set_aside: list[Path] = []
+        try:
+            self.index  # noqa: B018 - opening it checks it
+        except VectorIndexError:
+            set_aside = VectorIndex.set_aside(self.directory, self.name)
+            self._index = None
+        return self.update(store, progress=progress), set_aside
 
     def search(self, text: str, k: int = 10) -> list[tuple[str, float]]:
         if len(self.index) == 0:

@@ -102,6 +102,15 @@ class SearchHit:
 
 
 @dataclass
+class ReindexResult:
+    passages: int = 0  # in the passage table
+    embedded: int = 0  # this run (the others already had a current vector)
+    removed: int = 0  # vectors of passages no longer stored
+    set_aside: list[Path] | None = None  # damaged index files, renamed
+    seconds: float = 0.0
+
+
+@dataclass
 class AddResult:
     added: int = 0
     changed: int = 0
@@ -142,10 +151,11 @@ class TextIndex:
     def rebuild_hint(self) -> str:
         base = self.directory / self.name
         return (
-            f"The passage index cannot be used: stop the server, delete {base}.faiss, {base}.ids.json and "
-            f"{base}.sqlite, then run the loads of the literature again (`medkg ingest pubmed|docs|entrez ...`, "
-            "`medkg ingest reports ...`: the graph stays as it is and every passage is embedded again), or restore "
-            "a backup (`medkg restore FILE.tar.gz`)"
+            f"The passage index cannot be used: stop the server and run `medkg reindex --only passages` (it sets "
+            f"{base}.faiss and {base}.ids.json aside and embeds every passage of {base}.sqlite again). If "
+            f"{base}.sqlite itself is damaged, move it away and run the loads of the literature again (`medkg ingest "
+            "pubmed|docs|entrez ...`, `medkg ingest reports ...`: the graph stays as it is), or restore a backup "
+            "(`medkg restore FILE.tar.gz`)"
         )
 
     def load(self) -> None:
@@ -286,6 +296,60 @@ class TextIndex:
             vectors = self.embedder.encode([texts[i] for i in chunk])
             result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
         result.seconds = round(time.perf_counter() - started, 3)
+        return result
+
+    def reindex(
+        self, progress: bool = True, page: int = 4096, batch: int = 256, checkpoint: int = 20_000
+    ) -> ReindexResult:
+        """Give every stored passage a current vector, from the passage table alone: a damaged index
+        is set aside (renamed) and built again; a missing or stale vector (an interrupted load, another
+        embedder) is embedded; vectors of passages no longer stored are dropped; BM25 is rebuilt.
+        The vectors are saved every ``checkpoint`` embeddings, so an interrupted run resumes where it
+        stopped."""
+        from tqdm import tqdm
+
+        started = time.perf_counter()
+        result = ReindexResult(set_aside=[])
+        try:
+            vectors = self.vectors
+        except VectorIndexError:
+            result.set_aside = VectorIndex.set_aside(self.directory, self.name)
+            self._vectors = None
+            vectors = self.vectors
+        seen: set[str] = set()
+        since_save = 0
+        total = len(self)
+        after = ""
+        with tqdm(total=total, desc="embed passages", unit=" passages", disable=not progress, mininterval=0.5) as bar:
+            while True:
+                with self._lock:
+                    rows = self._db.execute(
+                        "SELECT id, embed_text FROM passages WHERE id > ? ORDER BY id LIMIT ?", (after, page)
+                    ).fetchall()
+                if not rows:
+                    break
+                after = rows[-1][0]
+                ids, texts = [r[0] for r in rows], [r[1] for r in rows]
+                prints = [self._fingerprint(t) for t in texts]
+                seen.update(ids)
+                need = vectors.needs_update(ids, prints)
+                bar.update(len(ids) - len(need))
+                for start in range(0, len(need), batch):
+                    chunk = need[start : start + batch]
+                    encoded = self.embedder.encode([texts[i] for i in chunk])
+                    result.embedded += vectors.upsert([ids[i] for i in chunk], encoded, [prints[i] for i in chunk])
+                    since_save += len(chunk)
+                    bar.update(len(chunk))
+                    if since_save >= checkpoint:
+                        vectors.save()
+                        since_save = 0
+        result.passages = len(seen)
+        result.removed = vectors.remove([i for i in vectors.ids() if i not in seen])
+        vectors.fit_kind()
+        with self._lock:
+            self._dirty = True  # BM25 from the table again
+        self.commit()
+        result.seconds = round(time.perf_counter() - started, 2)
         return result
 
     def remove(self, ids: Iterable[str]) -> int:

@@ -24,6 +24,7 @@ import math
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,28 @@ class VectorIndex:
         if has_index:
             self._load()
         return self
+
+    @classmethod
+    def set_aside(cls, directory: Path | str, name: str) -> list[Path]:
+        """Rename ``<name>.faiss`` and ``<name>.ids.json`` (those that exist) to ``...damaged-<time>``, so
+        that a damaged index can be rebuilt without deleting what was there; returns the new paths."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        moved = []
+        for suffix in (".faiss", ".ids.json"):
+            path = Path(directory) / f"{name}{suffix}"
+            if path.exists():
+                target = path.with_name(f"{path.name}.damaged-{stamp}")
+                os.replace(path, target)
+                moved.append(target)
+        return moved
+
+    def fit_kind(self) -> bool:
+        """Re-create the index if its kind no longer fits its size (exact up to ``flat_max``, IVF
+        above: the design's "chosen by size"); True if it did."""
+        if (self.kind == "flat") == (len(self) <= self.flat_max):
+            return False
+        self.rebuild()
+        return True
 
     def _load(self) -> None:
         try:

@@ -392,6 +392,38 @@ def backup(
 
 
 @app.command()
+def reindex(
+    only: Annotated[
+        str | None, typer.Option("--only", help="passages or entities (default: both).", show_default=False)
+    ] = None,
+) -> None:
+    """Embed the passages (from the passage table) and the entities (from the graph) again where their
+    vectors are missing, stale or damaged: a damaged FAISS index is set aside (renamed) and rebuilt, an
+    interrupted load or an embedder change is caught up, BM25 is rebuilt. Resumable: vectors are saved
+    as it goes and a re-run embeds only what is left. Stop `medkg serve` on the same data dir first.
+    Image vectors are not covered (they need the DICOM pixels: `medkg ingest dicom` again)."""
+    if only not in (None, "passages", "entities"):
+        raise fail(f"--only must be passages or entities, not {only!r}")
+    with container() as c:
+        if only in (None, "passages"):
+            r = c.text_index.reindex(progress=True)
+            aside = f"; set aside: {', '.join(map(str, r.set_aside))}" if r.set_aside else ""
+            out.print(
+                f"passages: {r.passages:,} stored, {r.embedded:,} embedded, {r.removed:,} stale vectors dropped "
+                f"({r.seconds:.1f} s){aside}",
+                highlight=False,
+            )
+        if only in (None, "entities"):
+            update, moved = c.entity_index.reindex(c.graph, progress=True)
+            aside = f"; set aside: {', '.join(map(str, moved))}" if moved else ""
+            out.print(
+                f"entities: {update.total:,} indexed, {update.embedded:,} embedded, {update.removed:,} stale vectors "
+                f"dropped ({update.seconds:.1f} s){aside}",
+                highlight=False,
+            )
+
+
+@app.command()
 def restore(
     src: Annotated[Path, typer.Argument(help="An archive from `medkg backup`.", exists=True, dir_okay=False)],
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty data dir (kept aside).")] = False,

@@ -71,3 +71,60 @@ def test_bm25_is_rebuilt_when_its_files_lag_the_table(tmp_path: Path, text_embed
     index.close()
     reopened = TextIndex(tmp_path, text_embedder)
     assert reopened.search("zoledronic", k=1, mode="bm25")[0].id == "PMID:4#s0"
+
+
+def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) -> None:
+    """``reindex`` from the passage table alone: after the vector files are lost, an interrupted run
+    keeps what it saved at its checkpoints and the next run embeds only the rest; vectors of passages
+    no longer stored are dropped; the result searches like the original."""
+    many = [PassageRecord(f"PMID:{i}#s0", f"PMID:{i}", f"passage {i}: {p.text}") for i, p in enumerate(PASSAGES * 4)]
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(many)
+    index.commit()
+    expected = index.search("marfan syndrome aortic dilation", k=3)
+    index.vectors.upsert(["PMID:gone#s0"], text_embedder.encode(["a passage deleted behind its back"]))
+    index.vectors.save()
+    index.close()
+    for suffix in (".faiss", ".ids.json"):
+        (tmp_path / f"passages{suffix}").unlink()
+
+    class Interrupted(RuntimeError):
+        pass
+
+    class FailingEmbedder:  # the real model, until the third batch
+        def __init__(self) -> None:
+            self.calls = 0
+            self.dimension, self.signature = text_embedder.dimension, text_embedder.signature
+
+        def encode(self, texts: list[str]):  # noqa: ANN202
+            self.calls += 1
+            if self.calls == 3:
+                raise Interrupted
+            return text_embedder.encode(texts)
+
+    broken = TextIndex(tmp_path, FailingEmbedder())  # type: ignore[arg-type]
+    try:
+        broken.reindex(progress=False, page=5, batch=2, checkpoint=4)
+    except Interrupted:
+        pass
+    broken.close()
+    resumed = TextIndex(tmp_path, text_embedder)
+    assert len(resumed.vectors) == 4  # the first checkpoint (two batches of two)
+    r = resumed.reindex(progress=False, page=5, batch=2, checkpoint=4)
+    assert (r.passages, r.embedded, r.removed, r.set_aside) == (20, 16, 0, [])
+    assert len(resumed.vectors) == 20
+    assert [h.id for h in resumed.search("marfan syndrome aortic dilation", k=3)] == [h.id for h in expected]
+    # a vector whose passage is gone is dropped; a damaged file is set aside and rebuilt
+    resumed.vectors.upsert(["PMID:gone#s0"], text_embedder.encode(["stale"]))
+    resumed.vectors.save()
+    assert resumed.reindex(progress=False).removed == 1
+    resumed.close()
+    (tmp_path / "passages.faiss").write_bytes(b"not faiss")
+    fresh = TextIndex(tmp_path, text_embedder)
+    r = fresh.reindex(progress=False)
+    assert r.embedded == 20 and [p.name.split(".damaged-")[0] for p in r.set_aside] == [
+        "passages.faiss",
+        "passages.ids.json",
+    ]
+    assert all(p.exists() for p in r.set_aside) and len(fresh.vectors) == 20
+    fresh.close()
