@@ -106,6 +106,8 @@ def test_ask_read_the_cited_answer_open_a_citation_and_see_the_paths(live_server
     _ask(browser, "Is losartan used to treat Marfan syndrome?")
     answer = browser.find_element(_by("id"), "answer")
     assert answer.get_attribute("data-abstained") == "false"
+    assert int(answer.get_attribute("data-streamed")) >= 1  # streamed in (server-sent events), then cited
+    assert answer.get_attribute("aria-busy") is None
     markers = answer.find_elements(_by("css"), "button.cite")
     assert markers, answer.text
     # open a citation: its evidence text, id and source link appear
@@ -189,6 +191,7 @@ def test_ask_about_an_attached_study_and_open_the_cited_prior(live_server: str, 
     preview = _wait(browser, lambda d: d.find_element(_by("css"), "#study-preview img"))
     _wait(browser, lambda d: d.execute_script("return arguments[0].naturalWidth", preview) > 0)
     _ask(browser, "What does this study show?")
+    assert int(browser.find_element(_by("id"), "answer").get_attribute("data-streamed")) >= 1  # multipart streams too
     markers = [
         m
         for m in browser.find_elements(_by("css"), "#answer button.cite")

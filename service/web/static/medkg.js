@@ -65,6 +65,36 @@ const medkg = (() => {
     return raw ? response : response.json();
   }
 
+  // Server-sent events answering a POST (EventSource cannot POST): onEvent(name, data) for each
+  // event as it arrives; an exception thrown by onEvent stops reading and propagates.
+  async function apiEvents(path, { json, form, onEvent }) {
+    const response = await api(path, { method: "POST", json, form, raw: true });
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+        let end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          let name = "message";
+          const data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) name = line.slice(6).trim();
+            else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+          }
+          if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+        }
+        if (done) return;
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+
   function header(active) {
     const host = document.querySelector("header.site");
     const items = PAGES.map(([href, label, id]) =>
@@ -270,5 +300,5 @@ const medkg = (() => {
     }
   }
 
-  return { el, api, header, showError, numbering, citedText, citationList, citationCard, openCitation, timings, busy, pubmedLinks, thumbnail, previewUpload };
+  return { el, api, apiEvents, header, showError, numbering, citedText, citationList, citationCard, openCitation, timings, busy, pubmedLinks, thumbnail, previewUpload };
 })();

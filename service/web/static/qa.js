@@ -232,20 +232,52 @@
     const options = { k: Number($("opt-k").value) || 8, hops: Number($("opt-hops").value) || 0 };
     medkg.busy(button, true, "Answering…");
     status.textContent = "Retrieving evidence and composing a cited answer…";
+    const box = $("answer");
     try {
       const session = await ensureSession();
       const file = $("study").files[0];
-      let response;
+      let form;
+      let json;
       if (file) {
-        const form = new FormData();
+        form = new FormData();
         form.append("question", question);
         if (session) form.append("session_id", session);
         form.append("options", JSON.stringify(options));
+        form.append("stream", "true");
         form.append("file", file, file.name);
-        response = await api("/v1/qa", { method: "POST", form });
       } else {
-        response = await api("/v1/qa", { method: "POST", json: { question, session_id: session, options } });
+        json = { question, session_id: session, options, stream: true };
       }
+      // The answer streams in (events: retrieval, delta..., answer); it is rendered with its
+      // citations once complete.
+      let response = null;
+      let live = null;
+      let deltas = 0;
+      await medkg.apiEvents("/v1/qa", {
+        json,
+        form,
+        onEvent(name, data) {
+          if (name === "retrieval") {
+            status.textContent = `${data.evidence_ids.length} evidence item(s) retrieved; composing the answer…`;
+            live = el("p", { class: "answer-text streaming" });
+            box.setAttribute("aria-busy", "true");
+            box.replaceChildren(live);
+            $("answer-section").hidden = false;
+          } else if (name === "delta") {
+            deltas += 1;
+            live?.append(document.createTextNode(data.text));
+          } else if (name === "answer") {
+            response = data;
+          } else if (name === "error") {
+            const error = new Error(`${data.status}: ${data.detail}`);
+            error.status = data.status;
+            throw error;
+          }
+        },
+      });
+      if (!response) throw new Error("the answer stream ended before the answer (try again)");
+      box.dataset.streamed = String(deltas);
+      box.removeAttribute("aria-busy");
       const nums = renderAnswer(response);
       renderEvidence(response, nums);
       renderPaths(response, nums);
@@ -254,8 +286,9 @@
       $("answer").focus?.();
     } catch (error) {
       status.textContent = "";
+      box.removeAttribute("aria-busy");
       $("answer-section").hidden = false;
-      medkg.showError($("answer"), error);
+      medkg.showError(box, error);
     } finally {
       medkg.busy(button, false);
     }
