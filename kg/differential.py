@@ -61,7 +61,7 @@ import numpy as np
 
 from kg.graph.base import BaseGraphStore
 
-__all__ = ["PhenotypeIndex", "Candidate", "LRParams", "frequency_weight", "frequency_evidence"]
+__all__ = ["PhenotypeIndex", "Candidate", "LRParams", "frequency_weight", "frequency_evidence", "terms_mentioned"]
 
 IS_A, HAS_PHENOTYPE, ASSOCIATED_WITH = "IS_A", "HAS_PHENOTYPE", "ASSOCIATED_WITH"
 # HPO annotation aspects besides P: inheritance, clinical course, modifier, past medical history
@@ -78,6 +78,7 @@ _FREQUENCY_TERMS = {
 }
 DEFAULT_FREQUENCY = 0.5
 PRIOR_STRENGTH = 1000.0  # pseudo-patients of the Beta prior on case-series counts (chosen on the tuning half)
+_HPO_ID = re.compile(r"HP:\d{7}")
 _RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
@@ -137,6 +138,17 @@ class Candidate:
     # (term, "observed" | "excluded", LR): each observed term and each excluded term that counts against
     # the disease; excluded terms it does not have add a factor 1 / (1 - bg(x)) each
     likelihood_ratios: list[tuple[str, str, float]] = field(default_factory=list)
+
+
+def terms_mentioned(candidates: Iterable[Candidate], *case: Iterable[str]) -> list[str]:
+    """Every HPO term a ranking mentions, sorted: the case's (``case``: observed, excluded...), the
+    matched annotations, the terms with a likelihood ratio, those named in contradictions."""
+    terms = {t for group in case for t in group}
+    for c in candidates:
+        terms.update(t for _, t, _ in c.matches)
+        terms.update(t for t, _, _ in c.likelihood_ratios)
+        terms.update(t for reason in c.contradictions for t in _HPO_ID.findall(reason))
+    return sorted(terms)
 
 
 class PhenotypeIndex:

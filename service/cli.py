@@ -117,6 +117,7 @@ def differential(
 ) -> None:
     """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms, with matched phenotypes, genes and PMIDs."""
     from kg.curie import normalize_curie
+    from kg.differential import terms_mentioned
 
     with container() as c:
         observed = [normalize_curie(t) for t in terms]
@@ -126,12 +127,14 @@ def differential(
         if not known:
             raise fail(f"none of the terms is an HPO term in the graph: {', '.join(observed)} (run `medkg ingest hpo`)")
         ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespace or ())
-        names = c.graph.get_entities([r.disease for r in ranked] + known)
+        mentioned = terms_mentioned(ranked, known, excluded)
+        names = c.graph.get_entities([r.disease for r in ranked] + mentioned)
     data = {
         "observed": known,
         "unknown_terms": unknown,
         "excluded": excluded,
         "diseases": [{**r.__dict__, "name": names[r.disease].name if r.disease in names else None} for r in ranked],
+        "term_names": {t: names[t].name for t in mentioned if t in names and names[t].name},
     }
 
     def render(d: dict[str, Any]) -> None:
@@ -141,8 +144,8 @@ def differential(
             genes = ", ".join(row["genes"][:5]) or "-"
             out.print(f"[bold]{i}. {row['name']}[/] ({row['disease']})  score {row['score']}  genes: {genes}")
             for q, t, s in row["matches"]:
-                label = names[q].name if q in names else q
-                out.print(f"   {label} ({q}) ~ {t}  [{s}]", highlight=False)
+                observed_name, annotated = d["term_names"].get(q, q), d["term_names"].get(t, t)
+                out.print(f"   {observed_name} ({q}) ~ {annotated} ({t})  [{s}]", highlight=False)
             for reason in row["contradictions"][:3]:
                 out.print(f"   [yellow]{reason}[/]", highlight=False)
             if row["pmids"]:

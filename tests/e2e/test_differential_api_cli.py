@@ -86,8 +86,10 @@ def test_differential_cli(tmp_path: Path) -> None:
     data = json.loads(r.stdout)
     assert [d["disease"] for d in data["diseases"]] == ["OMIM:100001"]
     assert {"log10_lr", "likelihood_ratios", "baseline"} <= data["diseases"][0].keys()
+    assert data["term_names"] == {"HP:0000252": "Microcephaly", "HP:0001250": "Seizure"}
     table = run(["differential", "HP:0001250", "--exclude", "HP:0000252"], env, tmp_path)
     assert table.returncode == 0 and "Seizures with microcephaly" in table.stdout
+    assert "Seizure (HP:0001250) ~ Seizure (HP:0001250)" in table.stdout  # matched pairs by name
     assert (tmp_path / "data" / "indexes" / "phenotypes.pkl").exists()  # cached for the next call
     bad = run(["differential", "HP:9999999"], env, tmp_path)
     assert bad.returncode == 2 and "none of the terms" in bad.stderr

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field, field_validator
 
 from kg.curie import normalize_curie
+from kg.differential import terms_mentioned
 from service.api.deps import get_container
 from service.container import Container
 
 router = APIRouter(prefix="/v1", tags=["differential"])
 Deps = Annotated[Container, Depends(get_container)]
-_HPO_ID = re.compile(r"HP:\d{7}")
 
 
 class DifferentialRequest(BaseModel):
@@ -79,12 +78,8 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     if not known:
         raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
     ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces)
-    terms = {*known, *request.excluded}
-    for r in ranked:
-        terms.update(t for _, t, _ in r.matches)
-        terms.update(t for t, _, _ in r.likelihood_ratios)
-        terms.update(t for reason in r.contradictions for t in _HPO_ID.findall(reason))
-    names = c.graph.get_entities([*(r.disease for r in ranked), *sorted(terms)])
+    terms = terms_mentioned(ranked, known, request.excluded)
+    names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
     return DifferentialResponse(
         observed=known,
         from_text=from_text,
@@ -105,5 +100,5 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
             )
             for r in ranked
         ],
-        term_names={t: names[t].name for t in sorted(terms) if t in names and names[t].name},
+        term_names={t: names[t].name for t in terms if t in names and names[t].name},
     )
