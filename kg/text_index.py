@@ -21,7 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -106,7 +106,7 @@ class ReindexResult:
     passages: int = 0  # in the passage table
     embedded: int = 0  # this run (the others already had a current vector)
     removed: int = 0  # vectors of passages no longer stored
-    set_aside: list[Path] | None = None  # damaged index files, renamed
+    set_aside: list[Path] = field(default_factory=list)  # damaged index files, renamed
     seconds: float = 0.0
 
 
@@ -309,7 +309,7 @@ class TextIndex:
         from tqdm import tqdm
 
         started = time.perf_counter()
-        result = ReindexResult(set_aside=[])
+        result = ReindexResult()
         try:
             vectors = self.vectors
         except VectorIndexError:
