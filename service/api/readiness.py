@@ -49,6 +49,7 @@ class Readiness:
 
     def _load(self) -> None:
         started = time.perf_counter()
+        self.seconds = None
         for what, step in self._steps():
             try:
                 step()
@@ -83,7 +84,9 @@ class Readiness:
             checks["graph"] = {"ok": True, "backend": stats.backend, "entities": stats.entities}
         except GraphStoreError as exc:
             checks["graph"] = {"ok": False, "detail": str(exc)}
-        loaded = "qa" in c.__dict__ and not self.error
+        # ready once every step has loaded (not when the QA engine alone is up: the phenotype and
+        # image indexes load after it, and a damaged one must not be reported ready first)
+        loaded = self.seconds is not None and not self.error
         checks["models"] = {"ok": loaded, "seconds": self.seconds}
         if loaded:
             try:

@@ -14,6 +14,7 @@ phase adds its boundary cases), derandomized so a run is reproducible, no deadli
 from __future__ import annotations
 
 import os
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,8 +81,11 @@ def fuzzed_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
     container = Container(_settings(tmp_path_factory.mktemp("fuzz")))
     _build(container)
     app = create_app(container=container)
-    with TestClient(app):
-        container.qa  # noqa: B018 - loaded, as `medkg serve` warms up: /readyz is 200, not 503 "loading"
+    with TestClient(app) as client:
+        deadline = time.monotonic() + 300  # loaded, as `medkg serve` warms up: /readyz 200, not 503 "loading"
+        while (ready := client.get("/readyz")).status_code != 200:
+            assert ready.json()["status"] == "loading" and time.monotonic() < deadline, ready.text
+            time.sleep(0.1)
         LATE.app = app
         yield app
         LATE.app = None
