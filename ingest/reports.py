@@ -47,8 +47,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
 from spacy.language import Language
-from tqdm import tqdm
 
+from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Section
 from ingest.pubmed.passages import MAX_WORDS, ArticleText, article_text, split_passages
 from ingest.report import IngestReport, Problem
@@ -496,34 +496,23 @@ class ReportLoader:
         result = ReportLoadResult(source=self.source)
         started = time.perf_counter()
         pending: list[tuple[DocumentRecord, RadiologyReport]] = []
-        since_commit = 0
-        batch: list[RadiologyReport] = []
-
-        def flush() -> None:
-            nonlocal since_commit
-            if batch:
-                pending.extend(self._load_batch(batch, result))
-                since_commit += len(batch)
-                batch.clear()
-            if since_commit >= self.checkpoint_every:
-                self._commit(pending, result)
-                since_commit = 0
-
-        with (
-            self.store.bulk(),
-            tqdm(desc=f"ingest {self.source}", unit=" reports", disable=not self.progress, mininterval=0.5) as bar,
-        ):
+        with batched_load(
+            self.store,
+            lambda batch: pending.extend(self._load_batch(batch, result)),
+            lambda: self._commit(pending, result),
+            batch_size=self.batch_size,
+            checkpoint_every=self.checkpoint_every,
+            progress=self.progress,
+            desc=f"ingest {self.source}",
+            unit=" reports",
+        ) as batches:
             for record in reports:
-                bar.update(1)
+                batches.tick()
                 if isinstance(record, Problem):
                     result.problem(record)
                     continue
                 result.reports_read += 1
-                batch.append(record)
-                if len(batch) >= self.batch_size:
-                    flush()
-            flush()
-            self._commit(pending, result)
+                batches.add(record)
         result.seconds = round(time.perf_counter() - started, 3)
         return result
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from spacy.language import Language
-from tqdm import tqdm
 
+from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Deletion
 from ingest.pubmed.passages import MAX_WORDS, ArticleText, article_text, split_passages
 from ingest.report import IngestReport, Problem
@@ -111,37 +111,26 @@ class PubmedLoader:
         report = IngestReport(source=source)
         started = time.perf_counter()
         pending_docs: list[DocumentRecord] = []
-        since_commit = 0
-        batch: list[Article] = []
-
-        def flush() -> None:
-            nonlocal since_commit
-            if batch:
-                pending_docs.extend(self._load_batch(batch, report))
-                since_commit += len(batch)
-                batch.clear()
-            if since_commit >= self.checkpoint_every:
-                self._commit(pending_docs, report)
-                since_commit = 0
-
-        with (
-            self.store.bulk(),
-            tqdm(desc=f"ingest {source}", unit=" records", disable=not self.progress, mininterval=0.5) as bar,
-        ):
+        with batched_load(
+            self.store,
+            lambda batch: pending_docs.extend(self._load_batch(batch, report)),
+            lambda: self._commit(pending_docs, report),
+            batch_size=self.batch_size,
+            checkpoint_every=self.checkpoint_every,
+            progress=self.progress,
+            desc=f"ingest {source}",
+            unit=" records",
+        ) as batches:
             for record in records:
-                bar.update(1)
+                batches.tick()
                 if isinstance(record, Problem):
                     report.problem(record)
                 elif isinstance(record, Deletion):
-                    flush()
+                    batches.flush()
                     self._delete(record.pmids, report)
                 else:
                     report.count("articles read")
-                    batch.append(record)
-                    if len(batch) >= self.batch_size:
-                        flush()
-            flush()
-            self._commit(pending_docs, report)
+                    batches.add(record)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
