@@ -55,6 +55,7 @@ from ingest.report import IngestReport, Problem
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker, Mention
 from kg.model import DOCUMENT, HAS_PASSAGE, MENTIONS, PASSAGE, Entity, Relation
+from kg.sql import in_chunks
 from kg.text_index import DocumentRecord, PassageRecord, TextIndex
 
 __all__ = [
@@ -321,9 +322,7 @@ class ReportStore:
         ids = list(dict.fromkeys(doc_ids))
         out: dict[str, RadiologyReport] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 for row in self._db.execute(f"SELECT {_REPORT_COLUMNS} FROM reports WHERE doc_id IN ({marks})", chunk):
                     out[row[0]] = self._report(row)
         return out
@@ -332,9 +331,7 @@ class ReportStore:
         ids = list(dict.fromkeys(doc_ids))
         found: set[str] = set()
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 found |= {
                     r[0] for r in self._db.execute(f"SELECT doc_id FROM reports WHERE doc_id IN ({marks})", chunk)
                 }
@@ -363,11 +360,8 @@ class ReportStore:
         ids = list(doc_ids)
         n = 0
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                n += self._db.execute(
-                    f"DELETE FROM reports WHERE doc_id IN ({','.join('?' * len(chunk))})", chunk
-                ).rowcount
+            for chunk, marks in in_chunks(ids):
+                n += self._db.execute(f"DELETE FROM reports WHERE doc_id IN ({marks})", chunk).rowcount
             self._db.commit()
         return n
 

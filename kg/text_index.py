@@ -30,6 +30,7 @@ import numpy as np
 import Stemmer
 
 from kg.embedders import TextEmbedder
+from kg.sql import in_chunks
 from kg.vector_index import VectorIndex, VectorIndexError
 
 __all__ = ["DocumentRecord", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
@@ -175,9 +176,7 @@ class TextIndex:
     def get(self, ids: Sequence[str]) -> dict[str, PassageRecord]:
         with self._lock:
             out: dict[str, PassageRecord] = {}
-            for start in range(0, len(ids), 500):
-                chunk = list(ids[start : start + 500])
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 for row in self._db.execute(
                     f"SELECT id, doc_id, text, embed_text, retracted FROM passages WHERE id IN ({marks})", chunk
                 ):
@@ -200,9 +199,7 @@ class TextIndex:
         ids = list(dict.fromkeys(ids))
         out: dict[str, DocumentRecord] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 for r in self._db.execute(f"SELECT * FROM documents WHERE id IN ({marks})", chunk):
                     authors = tuple(json.loads(r[5]))
                     out[r[0]] = DocumentRecord(r[0], r[1], r[2], r[3], r[4], authors, r[6], bool(r[7]), bool(r[8]))
@@ -238,9 +235,7 @@ class TextIndex:
         ids = list(dict.fromkeys(doc_ids))
         found: set[str] = set()
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 found |= {
                     r[0] for r in self._db.execute(f"SELECT doc_id FROM retractions WHERE doc_id IN ({marks})", chunk)
                 }
@@ -356,9 +351,7 @@ class TextIndex:
         ids = list(ids)
         with self._lock:
             n = 0
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
             self._db.commit()
             self._dirty = self._dirty or n > 0

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from kg.model import format_time, utc_now
+from kg.sql import in_chunks
 from kg.vector_index import VectorIndex
 from multimodal.dicom import DicomImage
 from multimodal.encoders import ImageEncoder
@@ -270,9 +271,7 @@ class ImageIndex:
         ids = list(dict.fromkeys(image_ids))
         n = 0
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 n += self._db.execute(f"DELETE FROM images WHERE image_id IN ({marks})", chunk).rowcount
                 self._db.execute(f"DELETE FROM thumbnails WHERE image_id IN ({marks})", chunk)
             self._db.commit()
@@ -302,9 +301,7 @@ class ImageIndex:
         ids = list(dict.fromkeys(image_ids))
         out: dict[str, ImageRecord] = {}
         with self._lock:
-            for start in range(0, len(ids), 500):
-                chunk = ids[start : start + 500]
-                marks = ",".join("?" * len(chunk))
+            for chunk, marks in in_chunks(ids):
                 for row in self._db.execute(f"SELECT * FROM images WHERE image_id IN ({marks})", chunk):
                     out[row["image_id"]] = _record(row)
         return out
