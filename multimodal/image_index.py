@@ -31,7 +31,7 @@ from multimodal.dicom import DicomImage
 from multimodal.encoders import ImageEncoder
 from multimodal.preview import preview_png
 
-__all__ = ["AddResult", "ImageHit", "ImageIndex", "ImageRecord"]
+__all__ = ["AddResult", "ImageHit", "ImageIndex", "ImageRecord", "ImageReindexResult"]
 
 THUMBNAIL_SIDE = 256
 _METADATA = (
@@ -134,6 +134,17 @@ class AddResult:
     seconds: float = 0.0
 
 
+@dataclass
+class ImageReindexResult:
+    indexed: int = 0  # images in the metadata table
+    embedded: int = 0  # vectors computed
+    missing: int = 0  # indexed images still without a current vector (their files were not given)
+    not_indexed: int = 0  # images read that the index does not hold (`medkg ingest dicom` adds them)
+    changed: int = 0  # images read whose file differs from the indexed one (`medkg ingest dicom` updates them)
+    removed: int = 0  # vectors of images no longer in the table, dropped
+    seconds: float = 0.0
+
+
 def _row(img: DicomImage) -> tuple:
     spacing = img.pixel_spacing or (None, None)
     burned = None if img.burned_in_annotation is None else int(img.burned_in_annotation)
@@ -202,10 +213,18 @@ class ImageIndex:
         # Deleted or overwritten metadata does not linger in free pages of the file.
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.executescript(_SCHEMA)
-        self.vectors = VectorIndex.open(self.directory, name, encoder.dimension)
+        try:
+            self.vectors = VectorIndex.open(self.directory, name, encoder.dimension)
+        except Exception:
+            self._db.close()
+            raise
 
     def _fingerprint(self, img: DicomImage) -> str:
-        return hashlib.sha256(f"{img.sha256}\n{self.encoder.signature}".encode()).hexdigest()
+        return self._fingerprint_of(img.sha256)
+
+    def _fingerprint_of(self, sha256: str) -> str:
+        """A vector's fingerprint: the file's SHA-256 under this encoder."""
+        return hashlib.sha256(f"{sha256}\n{self.encoder.signature}".encode()).hexdigest()
 
     # ---- writes ------------------------------------------------------------------------------
     def add(self, images: Sequence[DicomImage], batch: int = 64) -> AddResult:
@@ -247,6 +266,63 @@ class ImageIndex:
             chunk = need[start : start + batch]
             vectors = self.encoder.encode([unique[i].pixels for i in chunk])
             result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
+        result.seconds = round(time.perf_counter() - started, 3)
+        return result
+
+    def without_vectors(self) -> list[str]:
+        """The indexed images without a current vector (never embedded, lost with a damaged index, or
+        embedded by another encoder), from the metadata table alone."""
+        with self._lock:
+            rows = self._db.execute("SELECT image_id, sha256 FROM images ORDER BY image_id").fetchall()
+        ids = [r[0] for r in rows]
+        return [ids[i] for i in self.vectors.needs_update(ids, [self._fingerprint_of(r[1]) for r in rows])]
+
+    def reindex(self, images: Iterable[DicomImage], batch: int = 64, checkpoint: int = 1000) -> ImageReindexResult:
+        """Give the indexed images their vectors again from their files (``images``: read and
+        de-identified as when they were loaded). Only images the table holds, with the same file, are
+        embedded, and only where the vector is missing or stale; the metadata, report links and
+        thumbnails are kept as they are. Vectors of images no longer in the table are dropped. Reading
+        stops once nothing is missing; vectors are saved every ``checkpoint`` embeddings, so an
+        interrupted run resumes."""
+        started = time.perf_counter()
+        result = ImageReindexResult()
+        with self._lock:
+            stored = dict(self._db.execute("SELECT image_id, sha256 FROM images").fetchall())
+        result.indexed = len(stored)
+        result.removed = self.vectors.remove([i for i in self.vectors.ids() if i not in stored])
+        needed = set(self.without_vectors())
+        pending: list[DicomImage] = []
+        since_save = 0
+
+        def embed() -> None:
+            nonlocal since_save
+            if pending:
+                vectors = self.encoder.encode([img.pixels for img in pending])
+                prints = [self._fingerprint(img) for img in pending]
+                result.embedded += self.vectors.upsert([img.image_id for img in pending], vectors, prints)
+                since_save += len(pending)
+                pending.clear()
+            if since_save >= checkpoint:
+                self.commit()
+                since_save = 0
+
+        for img in images:
+            if not needed:
+                break
+            sha = stored.get(img.image_id)
+            if sha is None:
+                result.not_indexed += 1
+            elif sha != img.sha256:
+                result.changed += 1
+            elif img.image_id in needed:
+                needed.discard(img.image_id)
+                pending.append(img)
+                if len(pending) >= batch:
+                    embed()
+        embed()
+        result.missing = len(needed)
+        self.vectors.fit_kind()
+        self.commit()
         result.seconds = round(time.perf_counter() - started, 3)
         return result
 

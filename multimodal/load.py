@@ -13,6 +13,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,9 +23,9 @@ from kg.graph.base import BaseGraphStore
 from multimodal.deid import Pseudonymizer
 from multimodal.dicom import DicomError, DicomImage, iter_dicom
 from multimodal.graph import image_entities, report_relation
-from multimodal.image_index import ImageIndex
+from multimodal.image_index import ImageIndex, ImageReindexResult
 
-__all__ = ["ImageLoadResult", "load_images", "file_key"]
+__all__ = ["FilesRead", "ImageLoadResult", "file_key", "load_images", "read_images", "reindex_images"]
 
 log = logging.getLogger("medkg.images")
 
@@ -39,17 +40,21 @@ def file_key(name: str) -> str:
 
 
 @dataclass
-class ImageLoadResult:
+class FilesRead:
     files: int = 0
     images: int = 0
+    duplicates: int = 0  # files holding an instance already read in this run (same SOP Instance UID)
+    errors: list[str] = field(default_factory=list)  # "<file name>: <reason>"
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class ImageLoadResult(FilesRead):
     added: int = 0
     changed: int = 0
     unchanged: int = 0
     embedded: int = 0
     reports_linked: int = 0
-    duplicates: int = 0  # files holding an instance already read in this run (same SOP Instance UID)
-    errors: list[str] = field(default_factory=list)  # "<file name>: <reason>"
-    error_kinds: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -62,6 +67,43 @@ def _files(paths: Iterable[Path]) -> Iterator[Path]:
                     yield Path(dirpath) / name
         else:
             yield path
+
+
+def read_images(
+    paths: Iterable[Path | str], pseudonymizer: Pseudonymizer, tally: FilesRead, progress: bool, desc: str
+) -> Iterator[tuple[Path, DicomImage]]:
+    """Every readable image in ``paths`` (files, folders, DICOMDIRs), de-identified, once: the first
+    file of an instance wins. Unreadable files are counted in ``tally`` with their reason."""
+    files = list(_files(Path(p) for p in paths))
+    seen: set[str] = set()
+    with warnings.catch_warnings():
+        # pydicom's value warnings ("Invalid value for VR AS") are noise here; errors are reported below.
+        warnings.simplefilter("ignore", UserWarning)
+        for path in tqdm(files, desc=desc, unit="file", disable=not progress):
+            tally.files += 1
+            for item in iter_dicom([path], pseudonymizer):
+                if isinstance(item, DicomError):
+                    tally.errors.append(f"{path.name}: {item.reason}")
+                    tally.error_kinds[item.kind] = tally.error_kinds.get(item.kind, 0) + 1
+                    log.info("dicom skipped", extra={"kind": item.kind})
+                    continue
+                if item.image_id in seen:  # one instance in several encodings: the first file wins
+                    tally.duplicates += 1
+                    continue
+                seen.add(item.image_id)
+                tally.images += 1
+                yield path, item
+
+
+def reindex_images(
+    index: ImageIndex, pseudonymizer: Pseudonymizer, paths: Iterable[Path | str], progress: bool = True
+) -> tuple[FilesRead, ImageReindexResult]:
+    """Embed the indexed images again from their files where their vectors are missing or stale
+    (:meth:`ImageIndex.reindex`); the graph, the metadata and the report links are left as they are."""
+    tally = FilesRead()
+    read = read_images(paths, pseudonymizer, tally, progress, "reindex dicom")
+    with closing(read):  # reading may stop early: end the generator (and its warning filter) here
+        return tally, index.reindex(img for _, img in read)
 
 
 def load_images(
@@ -100,28 +142,10 @@ def load_images(
         index.commit()
         pending.clear()
 
-    files = list(_files(Path(p) for p in paths))
-    bar = tqdm(files, desc="ingest dicom", unit="file", disable=not progress)
-    seen: set[str] = set()
-    with warnings.catch_warnings():
-        # pydicom's value warnings ("Invalid value for VR AS") are noise here; errors are reported below.
-        warnings.simplefilter("ignore", UserWarning)
-        for path in bar:
-            result.files += 1
-            for item in iter_dicom([path], pseudonymizer):
-                if isinstance(item, DicomError):
-                    result.errors.append(f"{path.name}: {item.reason}")
-                    result.error_kinds[item.kind] = result.error_kinds.get(item.kind, 0) + 1
-                    log.info("dicom skipped", extra={"kind": item.kind})
-                    continue
-                if item.image_id in seen:  # one instance in several encodings: the first file wins
-                    result.duplicates += 1
-                    continue
-                seen.add(item.image_id)
-                result.images += 1
-                pending.append((item, report_for(file_key(path.name)) if report_for else None))
-                if len(pending) >= batch:
-                    flush()
-        flush()
+    for path, item in read_images(paths, pseudonymizer, result, progress, "ingest dicom"):
+        pending.append((item, report_for(file_key(path.name)) if report_for else None))
+        if len(pending) >= batch:
+            flush()
+    flush()
     result.seconds = round(time.perf_counter() - started, 2)
     return result

@@ -17,7 +17,7 @@ from kg.curie import CurieError
 from kg.embedders import EmbedderError
 from kg.graph.base import GraphStoreError
 from kg.settings import Settings, SettingsError, load_settings
-from kg.vector_index import VectorIndexError
+from kg.vector_index import VectorIndex, VectorIndexError
 from service.container import Container
 
 app = typer.Typer(
@@ -397,16 +397,33 @@ def backup(
 @app.command()
 def reindex(
     only: Annotated[
-        str | None, typer.Option("--only", help="passages or entities (default: both).", show_default=False)
+        str | None,
+        typer.Option(
+            "--only", help="passages, entities or images (default: passages and entities).", show_default=False
+        ),
+    ] = None,
+    sources: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from",
+            help="Images: the DICOM files or folders the studies were loaded from (needed for --only images).",
+            show_default=False,
+        ),
     ] = None,
 ) -> None:
-    """Embed the passages (from the passage table) and the entities (from the graph) again where their
-    vectors are missing, stale or damaged: a damaged FAISS index is set aside (renamed) and rebuilt, an
-    interrupted load or an embedder change is caught up, BM25 is rebuilt. Resumable: vectors are saved
-    as it goes and a re-run embeds only what is left. Stop `medkg serve` on the same data dir first.
-    Image vectors are not covered (they need the DICOM pixels: `medkg ingest dicom` again)."""
-    if only not in (None, "passages", "entities"):
-        raise fail(f"--only must be passages or entities, not {only!r}")
+    """Embed the passages (from the passage table), the entities (from the graph) and, with --from, the
+    images (from their DICOM files) again where their vectors are missing, stale or damaged: a damaged
+    FAISS index is set aside (renamed) and rebuilt, an interrupted load or an embedder change is caught
+    up, BM25 is rebuilt. Metadata, report links and thumbnails of images are kept. Resumable: vectors
+    are saved as it goes and a re-run embeds only what is left. Stop `medkg serve` on the same data dir
+    first."""
+    if only not in (None, "passages", "entities", "images"):
+        raise fail(f"--only must be passages, entities or images, not {only!r}")
+    if only == "images" and not sources:
+        raise fail("image vectors are computed from the pixels: give the DICOM files or folders with --from")
+    missing = [str(p) for p in sources or () if not p.exists()]
+    if missing:
+        raise fail(f"no such file or folder: {', '.join(missing)}")
     with container() as c:
         if only in (None, "passages"):
             r = c.text_index.reindex(progress=True)
@@ -424,6 +441,39 @@ def reindex(
                 f"dropped ({update.seconds:.1f} s){aside}",
                 highlight=False,
             )
+        if only in (None, "images") and sources:
+            _reindex_images(c, sources)
+
+
+def _reindex_images(c: Container, sources: list[Path]) -> None:
+    from multimodal.load import reindex_images
+
+    moved: list[Path] = []
+    try:
+        index = c.image_index
+    except VectorIndexError:  # a damaged FAISS or id-map file: set aside, then an empty one
+        moved = VectorIndex.set_aside(c.settings.data_dir / "indexes", "images")
+        index = c.image_index
+    read, r = reindex_images(index, c.pseudonymizer, sources, progress=True)
+    aside = f"; set aside: {', '.join(map(str, moved))}" if moved else ""
+    out.print(
+        f"images: {r.indexed:,} indexed, {r.embedded:,} embedded, {r.removed:,} stale vectors dropped; "
+        f"{read.files:,} files read ({r.seconds:.1f} s){aside}",
+        highlight=False,
+    )
+    if r.not_indexed or r.changed:
+        out.print(
+            f"[yellow]{r.not_indexed:,} image(s) not in the index and {r.changed:,} whose file changed were left "
+            "alone: `medkg ingest dicom` adds or updates them[/]"
+        )
+    if read.errors:
+        out.print(f"[yellow]{len(read.errors):,} file(s) could not be read[/]")
+    if r.missing:
+        out.print(
+            f"[bold red]{r.missing:,} indexed image(s) still have no vector:[/] their files were not among those "
+            "given; run again with the folders they were loaded from"
+        )
+        raise typer.Exit(1)
 
 
 @app.command()

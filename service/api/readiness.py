@@ -56,11 +56,11 @@ class Readiness:
             except Exception as exc:  # noqa: BLE001 - reported by /readyz, retried by the next call
                 detail = f"{type(exc).__name__}: {exc}"
                 if what == "the image index" and isinstance(exc, VectorIndexError):
-                    base = self.container.settings.data_dir / "indexes" / "images"
                     detail += (
-                        f". The image index cannot be used: stop the server, delete {base}.faiss, {base}.ids.json "
-                        f"and {base}.sqlite, then run `medkg ingest dicom ...` again, or restore a backup "
-                        "(`medkg restore FILE.tar.gz`)"
+                        ". The image index cannot be used: stop the server and run `medkg reindex --only images "
+                        "--from DIR` with the DICOM files or folders the studies were loaded from (it sets the "
+                        "damaged files aside and embeds the images again, keeping their metadata and report "
+                        "links), or restore a backup (`medkg restore FILE.tar.gz`)"
                     )
                 self.error = f"{what} failed to load: {detail}"
                 log.error("medkg is not ready: %s", self.error)

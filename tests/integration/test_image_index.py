@@ -14,6 +14,7 @@ import numpy as np
 import pydicom
 import pytest
 
+from kg.vector_index import VectorIndex
 from multimodal.deid import Pseudonymizer
 from multimodal.dicom import DicomImage, iter_dicom, read_dicom
 from multimodal.encoders import DescriptorEncoder
@@ -90,6 +91,59 @@ def test_exclude_link_report_get_and_persistence(tmp_path: Path, images: list[Di
     reopened.encoder = type("Other", (DescriptorEncoder,), {"signature": "descriptor-v2:151"})()
     assert reopened.add(images).embedded == len(images)
     reopened.close()
+
+
+def test_reindex_from_the_files_after_the_vectors_are_lost(tmp_path: Path, images: list[DicomImage]) -> None:
+    """The vector files lost: ``reindex`` embeds the indexed images again from their files, keeps their
+    metadata, report links and thumbnails, leaves alone images it does not hold or whose file changed,
+    says what is still missing, and resumes after an interruption."""
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    index.add(images[:5])
+    index.link_report(images[0].image_id, "IUXR:1")
+    index.commit()
+    before = {img.image_id: index.vectors.vector(img.image_id) for img in images[:5]}
+    thumbnail = index.thumbnail(images[0].image_id)
+    index.close()
+    moved = VectorIndex.set_aside(tmp_path, "images")
+    assert sorted(p.name.split(".damaged-")[0] for p in moved) == ["images.faiss", "images.ids.json"]
+
+    class Interrupted(Exception):
+        pass
+
+    def then_stop(found: list[DicomImage], after: int):
+        for n, img in enumerate(found):
+            if n == after:
+                raise Interrupted
+            yield img
+
+    broken = ImageIndex(tmp_path, DescriptorEncoder())
+    assert len(broken) == 5 and sorted(broken.without_vectors()) == sorted(before)
+    with pytest.raises(Interrupted):  # saved every 2 embeddings: the first 2 (of 3 read) survive
+        broken.reindex(then_stop(images[:4], 3), batch=1, checkpoint=2)
+    # killed there: not closed (close() would save the third vector too)
+
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    assert len(index.without_vectors()) == 3
+    other_file = read_dicom(PYDICOM_FILES / "MR_small_bigendian.dcm", P)  # images[1] in another file
+    assert other_file.image_id == images[1].image_id
+    given = [other_file] + images[2:4] + images[5:]  # images[4]'s file is not given
+    r = index.reindex(given)
+    assert (r.indexed, r.embedded, r.missing) == (5, 2, 1)  # images[2] and [3]; images[4] still missing
+    assert (r.not_indexed, r.changed) == (len(images) - 5, 1)  # left alone (images[1]'s vector is intact)
+    assert index.without_vectors() == [images[4].image_id]
+    r = index.reindex([images[4], other_file])  # stops reading once nothing is missing
+    assert (r.embedded, r.missing, r.changed) == (1, 0, 0)
+    assert index.reindex(images).embedded == 0
+    for image_id, vector in before.items():
+        assert np.allclose(index.vectors.vector(image_id), vector, atol=1e-6)
+    assert index.get([images[0].image_id])[images[0].image_id].report_id == "IUXR:1"
+    assert index.thumbnail(images[0].image_id) == thumbnail
+    assert len(index) == 5 and len(index.vectors) == 5  # images[5:] were not added
+    # a file that changed since it was indexed is left to `medkg ingest dicom`
+    index.vectors.remove([images[1].image_id])
+    r = index.reindex([other_file])
+    assert (r.changed, r.embedded, r.missing) == (1, 0, 1)
+    index.close()
 
 
 def test_concurrent_adds_and_searches(tmp_path: Path, images: list[DicomImage]) -> None:

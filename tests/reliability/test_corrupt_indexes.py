@@ -117,7 +117,7 @@ FATAL: list[tuple[str, str, Callable[[Path], None], str, list[str]]] = [
     ("passages.faiss", "one byte flipped", flip, "medkg reindex --only passages", ["/v1/search?q=marfan&mode=dense"]),
     ("passages.ids.json", "truncated", truncate, "medkg reindex --only passages", ["/v1/search?q=marfan"]),
     ("passages.sqlite", "garbage", garbage, "medkg ingest pubmed", ["/v1/search?q=marfan&mode=bm25"]),
-    ("images.faiss", "truncated", truncate, "medkg ingest dicom", []),
+    ("images.faiss", "truncated", truncate, "medkg reindex --only images --from", []),
 ]
 
 
@@ -169,6 +169,39 @@ def test_medkg_reindex_repairs_damaged_vectors(
         assert client.get("/v1/link", params={"q": "marfan syndrome"}).status_code == 200
     again = run(["reindex"], env, copy.parent)  # nothing left to do
     assert again.returncode == 0 and "0 embedded" in again.stdout, again.stdout
+
+
+def test_medkg_reindex_images_from_their_files(copy: Path) -> None:
+    """A damaged image index: ``medkg reindex --only images --from FILES`` sets it aside and embeds
+    the indexed images again from their files, keeping their metadata and thumbnails."""
+    import sqlite3
+
+    from multimodal.dicom import read_dicom
+    from tests.e2e.test_cli import run
+
+    truncate(copy / "indexes" / "images.faiss")
+    env = {"MEDKG_DATA_DIR": str(copy), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256", "HF_HUB_OFFLINE": "1"}
+    r = run(["reindex", "--only", "images"], env, copy.parent)
+    assert r.returncode == 2 and "--from" in r.stderr, r.stderr
+    image = pydicom.data.get_testdata_file("CT_small.dcm")
+    r = run(["reindex", "--only", "images", "--from", image], env, copy.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "images: 1 indexed, 1 embedded" in r.stdout, r.stdout
+    aside = sorted(p.name.split(".damaged-")[0] for p in (copy / "indexes").iterdir() if ".damaged-" in p.name)
+    assert aside == ["images.faiss", "images.ids.json"]
+    with sqlite3.connect(copy / "indexes" / "images.sqlite") as db:
+        (image_id,) = db.execute("SELECT image_id FROM images").fetchone()
+    with serve(copy) as (client, ready):
+        assert ready["status"] == "ready", ready
+        assert client.get(f"/v1/images/{image_id}/preview").status_code == 200  # thumbnail kept
+    c = Container(settings(copy))
+    try:
+        best = c.image_index.search(read_dicom(Path(image), c.pseudonymizer), k=1)[0]
+        assert best.image_id == image_id and best.score == pytest.approx(1.0, abs=1e-4)
+    finally:
+        c.close()
+    again = run(["reindex", "--only", "images", "--from", image], env, copy.parent)
+    assert again.returncode == 0 and "1 indexed, 0 embedded" in again.stdout, again.stdout
 
 
 @pytest.mark.parametrize("which", ["every file", "index files only"])
