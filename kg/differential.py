@@ -459,8 +459,7 @@ class PhenotypeIndex:
         ic, order = self._namespace_ic(prefixes, inside)
         sims = np.stack([self._similarity_to_all(q, ic, order[q]) for q in obs])[:, self.set_terms]
         q_to_d = np.maximum.reduceat(sims, self.set_offsets, axis=1).mean(axis=0)
-        sizes = np.diff(np.append(self.set_offsets, len(self.set_terms)))
-        d_to_q = np.add.reduceat(sims.max(axis=0), self.set_offsets) / np.maximum(sizes, 1)
+        d_to_q = np.add.reduceat(sims.max(axis=0), self.set_offsets) / np.maximum(self.set_sizes, 1)
         return np.where(inside, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
 
     def _namespace_ic(self, prefixes: Sequence[str], inside: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -468,8 +467,7 @@ class PhenotypeIndex:
         term's ancestors by increasing IC; cached per namespace."""
         key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
         if key not in self._set_ic:
-            sizes = np.diff(np.append(self.set_offsets, len(self.set_terms)))
-            owner = np.repeat(np.arange(len(self.diseases)), sizes)
+            owner = np.repeat(np.arange(len(self.diseases)), self.set_sizes)
             keep = inside[owner]
             terms, owner = self.set_terms[keep], owner[keep]
             up = np.concatenate([self.ancestors[t] for t in terms]).astype(np.int64)
@@ -480,6 +478,11 @@ class PhenotypeIndex:
             ic = np.where(cover > 0, -np.log(np.maximum(cover, 1) / total), 0.0).astype(np.float32)
             self._set_ic[key] = (ic, [anc[np.argsort(ic[anc], kind="stable")] for anc in self.ancestors])
         return self._set_ic[key]
+
+    @property
+    def set_sizes(self) -> np.ndarray:
+        """The number of distinct HPO terms in each disease's set (all aspects)."""
+        return np.diff(np.append(self.set_offsets, len(self.set_terms)))
 
     def _namespace_mask(self, prefixes: Sequence[str]) -> np.ndarray:
         key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
