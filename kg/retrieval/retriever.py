@@ -118,13 +118,15 @@ class Retriever:
         budget: int = 1500,
         context: Sequence[str] = (),
         extra: Sequence[EvidenceItem] = (),
+        links: tuple[list[LinkedEntity], list[tuple[str, ...]]] | None = None,
     ) -> Retrieval:
         """``k`` passages at most, paths of at most ``hops`` hops between linked entities,
         ``budget`` tokens of evidence; ``context``: entity ids carried from the session; ``extra``:
-        evidence found elsewhere (similar imaging studies), which leads each round of the bundle."""
+        evidence found elsewhere (similar imaging studies), which leads each round of the bundle;
+        ``links``: what :meth:`link` returned for this very ``query``, when the caller has it."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        linked, groups = self.link(query)
+        linked, groups = (list(links[0]), list(links[1])) if links is not None else self.link(query)
         known = {i for g in groups for i in g}
         carried = [i for i in context if i not in known]
         if carried:

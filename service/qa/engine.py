@@ -165,6 +165,7 @@ class QAEngine:
             raise ValueError("the question is empty")
         timings: dict[str, float] = {}
         query, context, conversation = question, [], ""
+        links = None  # the question's links, when the session step had to find them
         if session_id is not None:
             if self.sessions is None:
                 raise ValueError("sessions are not enabled")
@@ -173,8 +174,8 @@ class QAEngine:
             if session is None:
                 raise UnknownSession(session_id)
             memory = self.sessions.recall(session_id, limit=3)
-            linked_now, _ = self.retriever.link(question)
-            query, used = expand_query(question, memory, {e.id for e in linked_now})
+            links = self.retriever.link(question)
+            query, used = expand_query(question, memory, {e.id for e in links[0]})
             context = [m.key for m in used]
             recent = [f"Q: {t.question}\nA: {t.answer}" for t in session.turns[-2:]]
             conversation = "\n".join(p for p in (session.summary, *recent) if p)
@@ -193,6 +194,7 @@ class QAEngine:
             budget=options.budget or self.default_budget,
             context=context,
             extra=extra,
+            links=links if query == question else None,  # an expanded query is linked afresh
         )
         timings.update(retrieval.timings)
         return retrieval, conversation, timings

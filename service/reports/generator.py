@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from ingest.reports import RadiologyReport, ReportStore
@@ -126,8 +127,10 @@ class ReportGenerator:
         image_id: str | None = None,
         k: int = 5,
         exclude: Iterable[str] = (),
+        vector: np.ndarray | None = None,
     ) -> list[Prior]:
-        """The ``k`` most similar prior reports, by image and by text, never those in ``exclude``."""
+        """The ``k`` most similar prior reports, by image and by text, never those in ``exclude``;
+        ``vector``: the text's embedding, when the caller has it."""
         skip = set(exclude)
         best: dict[str, tuple[float, list[str], str | None]] = {}
 
@@ -148,7 +151,7 @@ class ReportGenerator:
                     if hit.report_id:
                         offer(hit.report_id, hit.score, "image", hit.image_id)
         if text.strip():
-            for hit in self.text_index.search(text, k=max(60, 8 * k), floor=self.text_floor):
+            for hit in self.text_index.search(text, k=max(60, 8 * k), floor=self.text_floor, vector=vector):
                 if hit.dense is not None:
                     offer(hit.doc_id, hit.dense, "text")
         reports = self.reports.get_many(best)
@@ -183,13 +186,14 @@ class ReportGenerator:
         chosen = consensus_text(candidates)
         return f"{chosen.text} [{chosen.source}]" if chosen else ""
 
-    def _facts(self, indication: str) -> list[EvidenceItem]:
+    def _facts(self, indication: str, qvec: np.ndarray | None = None) -> list[EvidenceItem]:
         if self.retriever is None or not indication.strip():
             return []
         linked, groups = self.retriever.link(indication)
         if not groups:
             return []
-        qvec = self.retriever.embedder.encode([indication])[0]
+        if qvec is None:
+            qvec = self.retriever.embedder.encode([indication])[0]
         found = self.retriever.graph_evidence.retrieve(indication, qvec, groups, max_hops=0)
         return [GraphEvidence.evidence(f, found.entities) for f in found.facts[:12]]
 
@@ -236,6 +240,14 @@ class ReportGenerator:
             per_round=[3, 1, 1],
         )
 
+    def _embed(self, text: str, indication: str) -> dict[str, np.ndarray]:
+        """The prior search's text and the indication embedded in one call (often the same text),
+        when the text index and the retriever share their embedder."""
+        if self.retriever is None or self.retriever.embedder is not self.text_index.embedder:
+            return {}
+        texts = list(dict.fromkeys(x for x in (text, indication) if x.strip()))
+        return dict(zip(texts, self.text_index.embedder.encode(texts), strict=True)) if texts else {}
+
     def generate(
         self,
         indication: str,
@@ -257,10 +269,12 @@ class ReportGenerator:
         if image is None and image_id and self.image_index is not None:
             if image_id not in self.image_index:
                 raise KeyError(image_id)
-        priors = self.priors(" ".join(p for p in (indication, findings or "") if p), image, image_id, k, exclude)
+        text = " ".join(p for p in (indication, findings or "") if p)
+        vectors = self._embed(text, indication)
+        priors = self.priors(text, image, image_id, k, exclude, vector=vectors.get(text))
         timings["priors"] = time.perf_counter() - t
         t = time.perf_counter()
-        facts = self._facts(indication)
+        facts = self._facts(indication, vectors.get(indication))
         timings["graph"] = time.perf_counter() - t
         t = time.perf_counter()
         bundle = self._bundle(priors, facts, budget)

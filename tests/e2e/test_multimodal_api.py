@@ -137,6 +137,31 @@ def test_report_from_an_uploaded_study(client: TestClient, loaded: tuple[Contain
     assert not out["insufficient_evidence"] and out["mode"] == "extractive"
 
 
+def test_a_report_embeds_its_indication_once(
+    client: TestClient, loaded: tuple[Container, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prior search and the KG facts share the indication's embedding (one model call); with
+    findings, the two texts go to the model together."""
+    c, _ = loaded
+    embedder = c.text_embedder
+    calls: list[list[str]] = []
+    real = embedder.encode
+
+    def counted(texts, *args, **kwargs):  # the real model, counted
+        calls.append(list(texts))
+        return real(texts, *args, **kwargs)
+
+    monkeypatch.setattr(embedder, "encode", counted)
+    knee = _image_id(c, "RG3_J2KI.dcm")
+    indication = "Leg pain after a fall."
+    r = client.post("/v1/reports", json={"image_id": knee, "indication": indication})
+    assert r.status_code == 200, r.text
+    assert calls.count([indication]) == 1  # (the entity linker's own lookups aside)
+    calls.clear()
+    c.report_generator.generate(indication, image_id=knee, findings="No fracture.")  # (not an API field)
+    assert calls.count([f"{indication} No fracture.", indication]) == 1 and [indication] not in calls
+
+
 def test_report_for_an_indexed_study_and_errors(client: TestClient, loaded: tuple[Container, Path]) -> None:
     c, studies = loaded
     knee = _image_id(c, "RG3_J2KI.dcm")

@@ -197,6 +197,30 @@ def test_token_budget_bounds_the_evidence(client: TestClient) -> None:
     assert small["evidence"]["items"] < big["evidence"]["items"]
 
 
+def test_a_session_question_is_linked_once_unless_expanded(
+    client: TestClient, app_container: Container, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session step links the question to decide the expansion; retrieval reuses those links for
+    a question it did not expand, and links an expanded one afresh."""
+    linker = app_container.qa.retriever.linker
+    seen: list[str] = []
+    real = linker.link_query
+
+    def counted(text: str):  # the real linker, counted
+        seen.append(text)
+        return real(text)
+
+    monkeypatch.setattr(linker, "link_query", counted)
+    sid = client.post("/v1/sessions").json()["id"]
+    first = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", session_id=sid)
+    assert first["expanded_query"] == first["question"] and seen == [first["question"]]
+    assert "OMIM:154700" in {e["id"] for e in first["linked_entities"]}
+    seen.clear()
+    follow = _qa(client, "and what about its treatment?", session_id=sid)
+    assert follow["expanded_query"] != follow["question"]
+    assert seen == [follow["question"], follow["expanded_query"]]
+
+
 def test_a_follow_up_in_a_session_is_expanded_with_its_entities(client: TestClient) -> None:
     created = client.post("/v1/sessions")
     assert created.status_code == 201
