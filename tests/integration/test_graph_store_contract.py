@@ -275,6 +275,27 @@ def test_paths_are_ordered_filtered_and_limited(store: BaseGraphStore) -> None:
         store.paths("HP:0001166", "HP:0001083", max_hops=0)
 
 
+def test_the_direct_edge_between_hubs_survives_the_candidate_cap(store: BaseGraphStore) -> None:
+    """Between two hubs the raw paths outnumber the cap, and the databases do not enumerate them
+    shortest first: the direct edge and the short paths must still be found (iterative deepening)."""
+    load(store)
+    hubs = [Entity(id=f"OMIM:9000{i:02d}", name=f"Disease {i}", category="Disease") for i in range(30)]
+    store.upsert_entities(hubs)
+    store.upsert_relations(
+        [
+            Relation(subject=h.id, type="HAS_PHENOTYPE", object=t, source="test")
+            for h in hubs
+            for t in (PHENO.id, LENS.id)
+        ]
+    )  # 31 two-hop paths (30 hubs and Marfan) between the two phenotypes, 5 candidates a query
+    store.upsert_relations([Relation(subject=LENS.id, type="IS_A", object=PHENO.id, source="test")])
+    found = store.paths(PHENO.id, LENS.id, max_hops=3, limit=4, candidate_cap=5)
+    assert [p.length for p in found] == [1, 2, 2, 2]
+    assert describe(found[0]) == ["HP:0001083-IS_A->HP:0001166"]
+    every = store.paths(PHENO.id, LENS.id, max_hops=2, limit=100)  # the store's cap: all of them
+    assert [p.length for p in every] == [1] + [2] * 31
+
+
 def test_negated_edges_are_not_connections(store: BaseGraphStore) -> None:
     store.upsert_entities([OMIM, PHENO])
     store.upsert_relations([Relation(subject="OMIM:154700", type="HAS_PHENOTYPE", object="HP:0001166", negated=True)])
