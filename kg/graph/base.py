@@ -272,9 +272,10 @@ class BaseGraphStore(ABC):
 
     @abstractmethod
     def _path_candidates(
-        self, source: str, target: str, length: int, rel_types: Sequence[str] | None, cap: int
+        self, source: str, target: str, shortest: int, longest: int, rel_types: Sequence[str] | None, cap: int
     ) -> list[tuple[list[str], list[dict[str, Any]]]]:
-        """Up to ``cap`` undirected paths of exactly ``length`` hops over current, non-negated edges."""
+        """Up to ``cap`` undirected paths of ``shortest``..``longest`` hops over current, non-negated
+        edges, in the database's order (which is not shortest first)."""
 
     @abstractmethod
     def _relation_rows(
@@ -559,11 +560,11 @@ class BaseGraphStore(ABC):
 
         A path may have at most ``max_hops`` hops that are not ``SAME_AS`` plus at most
         ``free_same_as`` ``SAME_AS`` hops. ``rel_types`` restricts the other hops. Paths come
-        shortest first (fewest non-``SAME_AS`` hops, then fewest hops), found by iterative
-        deepening: one query per length, at most ``candidate_cap`` (default: the store's) raw paths
-        each, which bounds the cost between hubs; longer paths are not looked for once ``limit``
-        paths better than any of them are in hand. (One query over all lengths would not do: the
-        databases enumerate long paths first, and between hubs the cap then cut off the direct edge.)
+        shortest first (fewest non-``SAME_AS`` hops, then fewest hops). At most ``candidate_cap``
+        (default: the store's) raw paths are examined per query, which bounds the cost between hubs:
+        one query over every length first; if it reached the cap it may have missed short paths
+        (the databases enumerate long paths first), so the lengths are then searched one by one,
+        shortest first, until ``limit`` paths better than any longer one are in hand.
         """
         if not 1 <= max_hops <= 6 or not 0 <= free_same_as <= 3:
             raise ValueError("max_hops must be 1..6 and free_same_as 0..3")
@@ -575,18 +576,26 @@ class BaseGraphStore(ABC):
             types = sorted(set(types) | {SAME_AS})
         found: dict[tuple[str, ...], GraphPath] = {}
         cap = candidate_cap or self.path_candidate_cap
-        for length in range(1, max_hops + free_same_as + 1):
-            for nodes, rel_rows in self._path_candidates(source, target, length, types, cap):
+        longest = max_hops + free_same_as
+
+        def collect(rows: list[tuple[list[str], list[dict[str, Any]]]]) -> None:
+            for nodes, rel_rows in rows:
                 if len(set(nodes)) != len(nodes):
                     continue
                 path = GraphPath(nodes=nodes, relations=[row_to_relation(r) for r in rel_rows])
                 if path.cost > max_hops or path.length - path.cost > free_same_as:
                     continue
                 found.setdefault(tuple(nodes) + tuple(r.key for r in path.relations), path)
-            if len(found) >= limit:  # done if the limit-th best beats any longer path
-                kth = sorted((p.cost, p.length) for p in found.values())[limit - 1]
-                if kth < (max(0, length + 1 - free_same_as), length + 1):
-                    break
+
+        rows = self._path_candidates(source, target, 1, longest, types, cap)
+        collect(rows)
+        if len(rows) >= cap:  # truncated: deepen, one length at a time
+            for length in range(1, longest + 1):
+                collect(self._path_candidates(source, target, length, length, types, cap))
+                if len(found) >= limit:  # done if the limit-th best beats any longer path
+                    kth = sorted((p.cost, p.length) for p in found.values())[limit - 1]
+                    if kth < (max(0, length + 1 - free_same_as), length + 1):
+                        break
         ordered = sorted(found.items(), key=lambda kv: (kv[1].cost, kv[1].length, kv[0]))
         return [p for _, p in ordered[:limit]]
 

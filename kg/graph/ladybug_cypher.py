@@ -136,7 +136,7 @@ TYPE_FILTER = "list_contains($types, r.type)"
 TRUE_FILTER = "true"
 
 PATHS = """
-MATCH p = (a:Entity {{id: $source}})-[:Rel*{length}..{length} (r, n | WHERE {rel_filter})]-(b:Entity {{id: $target}})
+MATCH p = (a:Entity {{id: $source}})-[:Rel*{shortest}..{longest} (r, n | WHERE {rel_filter})]-(b:Entity {{id: $target}})
 WHERE is_acyclic(p)
 RETURN properties(nodes(p), 'id'), rels(p)
 LIMIT $cap

@@ -246,14 +246,14 @@ class LadybugGraphStore(BaseGraphStore):
         )
 
     def _path_candidates(
-        self, source: str, target: str, length: int, rel_types: Sequence[str] | None, cap: int
+        self, source: str, target: str, shortest: int, longest: int, rel_types: Sequence[str] | None, cap: int
     ) -> list[tuple[list[str], list[dict[str, Any]]]]:
         rel_filter = q.CURRENT_FILTER + " AND " + q.ASSERTED_FILTER
         params: dict[str, Any] = {"source": source, "target": target, "cap": cap}
         if rel_types is not None:
             rel_filter += " AND " + q.TYPE_FILTER
             params["types"] = list(rel_types)
-        query = q.PATHS.format(length=int(length), rel_filter=rel_filter)
+        query = q.PATHS.format(shortest=int(shortest), longest=int(longest), rel_filter=rel_filter)
         return [(list(row[0]), [_props(r) for r in row[1]]) for row in self._run(query, params)]
 
     def _relation_rows(

@@ -97,7 +97,7 @@ TYPE_FILTER = "type(r) IN $types"
 TRUE_FILTER = "true"
 
 PATHS = """
-MATCH p = (a:Entity {{id: $source}})-[*{length}..{length}]-(b:Entity {{id: $target}})
+MATCH p = (a:Entity {{id: $source}})-[*{shortest}..{longest}]-(b:Entity {{id: $target}})
 WHERE all(r IN relationships(p) WHERE r.valid_to IS NULL AND r.negated = false {type_filter})
   AND all(i IN range(0, size(nodes(p)) - 2) WHERE NOT nodes(p)[i] IN nodes(p)[i + 1..])
 RETURN [n IN nodes(p) | n.id],

@@ -180,14 +180,14 @@ class Neo4jGraphStore(BaseGraphStore):
         return row[0], row[1], row[2]
 
     def _path_candidates(
-        self, source: str, target: str, length: int, rel_types: Sequence[str] | None, cap: int
+        self, source: str, target: str, shortest: int, longest: int, rel_types: Sequence[str] | None, cap: int
     ) -> list[tuple[list[str], list[dict[str, Any]]]]:
         params: dict[str, Any] = {"source": source, "target": target, "cap": cap}
         type_filter = ""
         if rel_types is not None:
             type_filter = q.PATH_TYPE_FILTER
             params["types"] = list(rel_types)
-        query = q.PATHS.format(length=int(length), type_filter=type_filter)
+        query = q.PATHS.format(shortest=int(shortest), longest=int(longest), type_filter=type_filter)
         return [(list(row[0]), list(row[1])) for row in self._run(query, params)]
 
     def _relation_rows(
