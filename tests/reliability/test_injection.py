@@ -176,7 +176,7 @@ def test_injection_strings_through_the_api(loaded: tuple[BaseGraphStore, list[En
 
 
 ALLOWED_FRAGMENTS = {
-    "filters", "left", "right", "max_length", "type_filter", "rel_filter", "xrefs_filter", "category_filter",
+    "filters", "left", "right", "shortest", "longest", "type_filter", "rel_filter", "xrefs_filter", "category_filter",
 }  # fmt: skip
 
 
