@@ -75,6 +75,8 @@ FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) RETURN {E}"
 
 EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"
 
+DEGREES = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id, COUNT { MATCH (e)-[:Rel]-(:Entity) }"
+
 COPY_ENTITIES = "COPY Entity FROM arrow_table"
 
 UPDATE_ENTITIES = """

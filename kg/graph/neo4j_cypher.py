@@ -22,6 +22,8 @@ FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) USING INDEX e:Ent
 
 EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) USING INDEX e:Entity(id) RETURN e.id"
 
+DEGREES = "UNWIND $ids AS i MATCH (e:Entity {id: i}) USING INDEX e:Entity(id) RETURN e.id, COUNT { (e)--() }"
+
 # Insert and update are one idempotent MERGE; the category is also a label (Disease, Gene, ...).
 UPSERT_ENTITIES = """
 UNWIND $rows AS row

@@ -293,9 +293,16 @@ class GraphEvidence:
         found: list[GraphPath] = []
         pairs = [(a, b) for i, a in enumerate(heads) for b in heads[i + 1 :] if a != b][:max_pairs]
         seen: set[tuple[str, ...]] = set()
+        degrees = self.graph.degrees({x for pair in pairs for x in pair}) if pairs else {}
         for a, b in pairs:
             for p in self.graph.paths(
-                a, b, max_hops=max_hops, limit=limit, free_same_as=1, candidate_cap=self.path_candidates
+                a,
+                b,
+                max_hops=max_hops,
+                limit=limit,
+                free_same_as=1,
+                candidate_cap=self.path_candidates,
+                degrees=degrees,
             ):
                 key = tuple(r.key for r in p.relations)
                 if p.cost > 0 and key not in seen:  # two names of one concept (SAME_AS only) is no connection

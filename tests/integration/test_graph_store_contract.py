@@ -275,6 +275,31 @@ def test_paths_are_ordered_filtered_and_limited(store: BaseGraphStore) -> None:
         store.paths("HP:0001166", "HP:0001083", max_hops=0)
 
 
+def test_degrees_count_every_edge_and_paths_start_from_the_sparser_end(store: BaseGraphStore) -> None:
+    load(store)
+    store.upsert_relations([Relation(subject="DB00945", type="TREATS", object="HP:0001083", source="test")])
+    store.invalidate("DB00945", "TREATS", "HP:0001083")  # history still counts as an edge
+    assert store.degrees(["MIM:154700", "DB00945", "Gene::2200", "HP:404"]) == {
+        "OMIM:154700": 5,
+        "DRUGBANK:DB00945": 2,
+        "NCBIGene:2200": 1,
+        "HP:404": 0,
+    }
+    store.upsert_relations([Relation(subject="DB00945", type="TREATS", object="ORPHA:558", source="test")])
+    # the search runs from whichever end has fewer edges; the paths read from source to target all the same
+    natural = store.paths("DB00945", "HP:0001166", max_hops=3)
+    from_source = store.paths("DB00945", "HP:0001166", max_hops=3, degrees={"DRUGBANK:DB00945": 0, "HP:0001166": 9})
+    from_target = store.paths("DB00945", "HP:0001166", max_hops=3, degrees={"DRUGBANK:DB00945": 9, "HP:0001166": 0})
+    assert [describe(p) for p in from_target] == [describe(p) for p in from_source] == [describe(p) for p in natural]
+    assert [p.nodes for p in from_target] == [
+        ["DRUGBANK:DB00945", "DOID:14323", "OMIM:154700", "HP:0001166"],
+        ["DRUGBANK:DB00945", "ORPHA:558", "OMIM:154700", "HP:0001166"],
+    ]
+    assert [p.nodes for p in store.paths("HP:0001166", "DB00945", max_hops=3)] == [
+        list(reversed(p.nodes)) for p in from_target
+    ]
+
+
 def test_the_direct_edge_between_hubs_survives_the_candidate_cap(store: BaseGraphStore) -> None:
     """Between two hubs the raw paths outnumber the cap, and the databases do not enumerate them
     shortest first: the direct edge and the short paths must still be found (iterative deepening)."""
