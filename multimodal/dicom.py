@@ -78,13 +78,12 @@ class DicomError(ValueError):
 
 
 @dataclass(frozen=True)
-class DicomImage:
-    """One de-identified image: pseudonymous ids, technical metadata and display-ready pixels.
+class ImageMetadata:
+    """A de-identified image's pseudonymous ids and technical metadata (what the image index keeps).
 
     ``photometric`` is the interpretation stored in the file (e.g. ``MONOCHROME1``, ``YBR_FULL_422``);
-    ``pixels`` is always MONOCHROME2-like grey (H x W) or RGB (H x W x 3), float32 in [0, 1].
     ``sha256`` is the digest of the file's bytes (for de-duplication), ``frames`` the frame count of
-    the object, of which ``pixels`` is the middle one."""
+    the object."""
 
     image_id: str
     study_id: str
@@ -103,6 +102,13 @@ class DicomImage:
     transfer_syntax: str
     burned_in_annotation: bool | None
     sha256: str
+
+
+@dataclass(frozen=True)
+class DicomImage(ImageMetadata):
+    """One de-identified image read from a file: its metadata and display-ready pixels, always
+    MONOCHROME2-like grey (H x W) or RGB (H x W x 3), float32 in [0, 1], of the middle frame."""
+
     pixels: np.ndarray = field(repr=False, compare=False)
 
     @property

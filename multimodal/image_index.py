@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from kg.model import format_time, utc_now
 from kg.sql import in_chunks
 from kg.vector_index import VectorIndex
-from multimodal.dicom import DicomImage
+from multimodal.dicom import DicomImage, ImageMetadata
 from multimodal.encoders import ImageEncoder
 from multimodal.preview import preview_png
 
@@ -89,26 +89,9 @@ CREATE TABLE IF NOT EXISTS thumbnails (
 
 
 @dataclass(frozen=True)
-class ImageRecord:
+class ImageRecord(ImageMetadata):
     """What the index knows about an image (never its pixels or its file's path)."""
 
-    image_id: str
-    study_id: str
-    series_id: str
-    modality: str | None
-    body_part: str | None
-    study_description: str | None
-    series_description: str | None
-    view_position: str | None
-    laterality: str | None
-    pixel_spacing: tuple[float, float] | None
-    rows: int
-    columns: int
-    frames: int
-    photometric: str
-    transfer_syntax: str
-    burned_in_annotation: bool | None
-    sha256: str
     report_id: str | None
     added_at: str
 
@@ -169,27 +152,16 @@ def _row(img: DicomImage) -> tuple:
     )
 
 
+_STORED_AS_IS = [f.name for f in fields(ImageMetadata) if f.name not in ("pixel_spacing", "burned_in_annotation")]
+
+
 def _record(row: sqlite3.Row) -> ImageRecord:
     spacing = None if row["pixel_spacing_row"] is None else (row["pixel_spacing_row"], row["pixel_spacing_col"])
     burned = row["burned_in_annotation"]
     return ImageRecord(
-        image_id=row["image_id"],
-        study_id=row["study_id"],
-        series_id=row["series_id"],
-        modality=row["modality"],
-        body_part=row["body_part"],
-        study_description=row["study_description"],
-        series_description=row["series_description"],
-        view_position=row["view_position"],
-        laterality=row["laterality"],
+        **{name: row[name] for name in _STORED_AS_IS},
         pixel_spacing=spacing,
-        rows=row["rows"],
-        columns=row["columns"],
-        frames=row["frames"],
-        photometric=row["photometric"],
-        transfer_syntax=row["transfer_syntax"],
         burned_in_annotation=None if burned is None else bool(burned),
-        sha256=row["sha256"],
         report_id=row["report_id"],
         added_at=row["added_at"],
     )
