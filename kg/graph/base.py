@@ -604,9 +604,9 @@ class BaseGraphStore(ABC):
                     continue
                 found.setdefault(tuple(nodes) + tuple(r.key for r in path.relations), path)
 
-        known = degrees if degrees is not None and {source, target} <= degrees.keys() else None
-        known = known or self.degrees([source, target])
-        reverse = known.get(target, 0) < known.get(source, 0)
+        if degrees is None or not {source, target} <= degrees.keys():
+            degrees = self.degrees([source, target])
+        reverse = degrees[target] < degrees[source]
 
         def candidates(shortest: int, longest: int) -> list[tuple[list[str], list[dict[str, Any]]]]:
             if not reverse:
