@@ -32,7 +32,7 @@ from kg.graph.base import BaseGraphStore
 from kg.model import TEXT_CATEGORIES, Entity
 from kg.nlp import norm_token
 
-__all__ = ["Lexicon", "EntityLinker", "Mention"]
+__all__ = ["Lexicon", "EntityLinker", "Mention", "QUALIFIER_CATEGORIES"]
 
 # Terms never matched on their own: ontology roots and words too general to mean one concept.
 GENERIC_TERMS = frozenset(
@@ -42,8 +42,19 @@ GENERIC_TERMS = frozenset(
         "mode of inheritance", "inheritance", "condition", "chronic", "acute", "severe", "mild", "progressive",
         "cell", "tissue", "protein", "gene", "drug", "treatment", "therapy", "study", "age", "sex", "male",
         "female", "child", "adult", "time", "type", "group", "level", "rate", "risk", "case", "cases",
+        # the course and history qualifiers of HPO, as words on their own
+        "stable", "recurrent", "prolonged", "transient", "episodic", "intermittent", "periodic", "fluctuating",
+        "subacute", "stationary", "nonprogressive", "non-progressive", "cyclic", "cyclical", "diurnal",
+        "nocturnal", "migratory", "quotidian", "affected", "unaffected", "healthy",
+        # MeSH headings about study design and populations, not about a patient's problem
+        "method", "incidence", "prevalence", "prognosis", "risk factor", "aged", "middle aged", "young adult",
+        "adolescent", "infant", "survivor", "family",
     }
 )  # fmt: skip
+# Categories whose terms say how a finding shows (HPO's clinical modifiers: severity, laterality,
+# pattern; frequencies): a one-word name ("Left", "Focal", "Frequent") is an adjective in running
+# text, not a mention of a concept, so it is matched only inside a longer name of another entity.
+QUALIFIER_CATEGORIES = frozenset({"ClinicalModifier", "Frequency"})
 MAX_TERM_TOKENS = 12
 
 
@@ -99,8 +110,9 @@ class Lexicon:
         return lexicon
 
     def _add(self, entity: Entity, held: set[tuple[str, str]]) -> None:
+        qualifier = entity.category in QUALIFIER_CATEGORIES
         for term, table in ((entity.name, self.names), *((s, self.synonyms) for s in entity.synonyms)):
-            if (entity.id, term.casefold()) in held:
+            if (entity.id, term.casefold()) in held or (qualifier and len(term.split()) == 1):
                 continue
             key = self.key(term)
             if key is None:

@@ -56,6 +56,33 @@ def test_lexicon_links_names_synonyms_case_and_plurals(linked_store: BaseGraphSt
         assert text[m.start : m.end] == m.text and m.method == "lexicon"
 
 
+def test_qualifiers_alone_are_words_not_mentions(linked_store: BaseGraphStore) -> None:
+    """HPO's one-word modifiers and course terms ("Left", "Focal", "Stable") are adjectives in running
+    text; as part of a longer name, and with several words, they still link."""
+    linked_store.upsert_entities(
+        [
+            Entity(id="HP:0012835", name="Left", category="ClinicalModifier"),
+            Entity(id="HP:0030650", name="Focal", category="ClinicalModifier"),
+            Entity(id="HP:0040282", name="Frequent", category="Frequency"),
+            Entity(id="HP:0031915", name="Stable", category="ClinicalCourse"),
+            Entity(id="HP:0001518", name="Stillbirth", category="ClinicalCourse"),
+            Entity(id="HP:0012832", name="Bilateral", category="ClinicalModifier", synonyms=["Both sides"]),
+            Entity(id="HP:0007359", name="Focal-onset seizure", category="Phenotype", synonyms=["Focal seizures"]),
+        ]
+    )
+    lexicon = Lexicon.build(linked_store, build_pipeline())
+    assert [lexicon.key(t) for t in ("Methods", "Middle Aged", "Risk Factors", "Recurrent")] == [None] * 4
+    linker = EntityLinker(lexicon.nlp, lexicon)
+    text = "Frequent focal seizures on the left stayed stable; a stillbirth; seizures on both sides."
+    found = {(m.text, m.ids) for m in linker.link_text(text)}
+    assert found == {
+        ("focal seizures", ("HP:0007359",)),
+        ("stillbirth", ("HP:0001518",)),  # a course term that is a finding, not a qualifier
+        ("seizures", ("HP:0001250",)),
+        ("both sides", ("HP:0012832",)),
+    }
+
+
 def test_local_abbreviation_overrides_the_global_meaning(linked_store: BaseGraphStore) -> None:
     nlp = build_pipeline()
     linker = EntityLinker(nlp, Lexicon.build(linked_store, nlp))
