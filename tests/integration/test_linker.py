@@ -65,7 +65,7 @@ def test_qualifiers_alone_are_words_not_mentions(linked_store: BaseGraphStore) -
             Entity(id="HP:0030650", name="Focal", category="ClinicalModifier"),
             Entity(id="HP:0040282", name="Frequent", category="Frequency"),
             Entity(id="HP:0031915", name="Stable", category="ClinicalCourse"),
-            Entity(id="HP:0001518", name="Stillbirth", category="ClinicalCourse"),
+            Entity(id="HP:0003826", name="Stillbirth", category="ClinicalCourse"),
             Entity(id="HP:0012832", name="Bilateral", category="ClinicalModifier", synonyms=["Both sides"]),
             Entity(id="HP:0007359", name="Focal-onset seizure", category="Phenotype", synonyms=["Focal seizures"]),
         ]
@@ -77,7 +77,7 @@ def test_qualifiers_alone_are_words_not_mentions(linked_store: BaseGraphStore) -
     found = {(m.text, m.ids) for m in linker.link_text(text)}
     assert found == {
         ("focal seizures", ("HP:0007359",)),
-        ("stillbirth", ("HP:0001518",)),  # a course term that is a finding, not a qualifier
+        ("stillbirth", ("HP:0003826",)),  # a course term that is a finding, not a qualifier
         ("seizures", ("HP:0001250",)),
         ("both sides", ("HP:0012832",)),
     }
