@@ -128,28 +128,12 @@ class ImageReindexResult:
     seconds: float = 0.0
 
 
-def _row(img: DicomImage) -> tuple:
-    spacing = img.pixel_spacing or (None, None)
-    burned = None if img.burned_in_annotation is None else int(img.burned_in_annotation)
-    return (
-        img.study_id,
-        img.series_id,
-        img.modality,
-        img.body_part,
-        img.study_description,
-        img.series_description,
-        img.view_position,
-        img.laterality,
-        spacing[0],
-        spacing[1],
-        img.rows,
-        img.columns,
-        img.frames,
-        img.photometric,
-        img.transfer_syntax,
-        burned,
-        img.sha256,
-    )
+def _row(meta: ImageMetadata) -> tuple:
+    """The ``_METADATA`` columns of an image read from a file or of a stored record."""
+    spacing = meta.pixel_spacing or (None, None)
+    burned = None if meta.burned_in_annotation is None else int(meta.burned_in_annotation)
+    derived = {"pixel_spacing_row": spacing[0], "pixel_spacing_col": spacing[1], "burned_in_annotation": burned}
+    return tuple(derived[c] if c in derived else getattr(meta, c) for c in _METADATA)
 
 
 _STORED_AS_IS = [f.name for f in fields(ImageMetadata) if f.name not in ("pixel_spacing", "burned_in_annotation")]
@@ -214,7 +198,7 @@ class ImageIndex:
                 old = stored.get(img.image_id)
                 if old is None:
                     result.added += 1
-                elif _row(img) == _row_of_record(old):
+                elif _row(img) == _row(old):
                     result.unchanged += 1
                     if self.thumbnail(img.image_id) is None:  # e.g. indexed before thumbnails were kept
                         self._store_thumbnail(img)
@@ -412,27 +396,3 @@ class ImageIndex:
                 )
             )
         return hits
-
-
-def _row_of_record(rec: ImageRecord) -> tuple:
-    spacing = rec.pixel_spacing or (None, None)
-    burned = None if rec.burned_in_annotation is None else int(rec.burned_in_annotation)
-    return (
-        rec.study_id,
-        rec.series_id,
-        rec.modality,
-        rec.body_part,
-        rec.study_description,
-        rec.series_description,
-        rec.view_position,
-        rec.laterality,
-        spacing[0],
-        spacing[1],
-        rec.rows,
-        rec.columns,
-        rec.frames,
-        rec.photometric,
-        rec.transfer_syntax,
-        burned,
-        rec.sha256,
-    )
