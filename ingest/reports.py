@@ -510,6 +510,36 @@ class ReportLoader:
         result.seconds = round(time.perf_counter() - started, 3)
         return result
 
+    def relink(self, *, force: bool = False) -> ReportLoadResult:
+        """Link the stored reports of this collection again with the current linker (after an ontology
+        load, or a change of the linking rules): each goes through the load path again, whose passages
+        are unchanged (nothing is embedded) while MENTIONS and HAS_FINDING edges the new links do not
+        state end and new ones are added. Reports already linked by a linker of the same signature are
+        skipped (all of them with ``force``); resumable as a load is."""
+        if self.linker is None:
+            raise ValueError("relinking needs a linker")
+        result = ReportLoadResult(source=f"relink {self.source}")
+        started = time.perf_counter()
+        pending: list[tuple[DocumentRecord, RadiologyReport]] = []
+        prefix = f"{self.collection.prefix}:"
+        with batched_load(
+            self.store,
+            lambda batch: pending.extend(self._load_batch(batch, result, relink=True, force=force)),
+            lambda: self._commit(pending, result),
+            batch_size=self.batch_size,
+            checkpoint_every=self.checkpoint_every,
+            progress=self.progress,
+            desc=f"relink {self.source}",
+            unit=" reports",
+        ) as batches:
+            for doc_id, report in self.reports.iter():
+                if doc_id.startswith(prefix):
+                    batches.tick()
+                    result.reports_read += 1
+                    batches.add(report)
+        result.seconds = round(time.perf_counter() - started, 3)
+        return result
+
     def _commit(self, pending: list[tuple[DocumentRecord, RadiologyReport]], result: ReportLoadResult) -> None:
         t0 = time.perf_counter()
         self.store.checkpoint()  # graph writes durable, then the indexes and the report table,
@@ -521,8 +551,10 @@ class ReportLoader:
 
     # ---- one batch ---------------------------------------------------------------------------
     def _load_batch(
-        self, batch: Sequence[RadiologyReport], result: ReportLoadResult
+        self, batch: Sequence[RadiologyReport], result: ReportLoadResult, *, relink: bool = False, force: bool = False
     ) -> list[tuple[DocumentRecord, RadiologyReport]]:
+        """Load the reports that changed (``relink``: those not linked by the current linker; all of
+        them with ``force``)."""
         unique = list({r.uid: r for r in batch}.values())
         if len(unique) < len(batch):
             result.note("duplicate uids in a batch (last kept)", len(batch) - len(unique))
@@ -535,11 +567,17 @@ class ReportLoader:
         known = self.text_index.get_documents(ids.values())
         in_graph = self.store.existing(ids.values())
         stored = self.reports.has(ids.values())
+        signature = self.linker.signature if self.linker is not None else None
         todo = []
         for r in unique:
             doc_id = ids[r.uid]
             doc = known.get(doc_id)
-            if doc is not None and doc.fingerprint == prints[r.uid] and doc_id in in_graph and doc_id in stored:
+            loaded = doc is not None and doc.fingerprint == prints[r.uid] and doc_id in in_graph and doc_id in stored
+            if relink and loaded and (force or doc.linked_with != signature):
+                todo.append(r)
+            elif relink:
+                result.count("reports already linked by this linker" if loaded else "reports not loaded (skipped)")
+            elif loaded:
                 result.documents_unchanged += 1
             else:
                 todo.append(r)
@@ -561,8 +599,11 @@ class ReportLoader:
             findings = self._finding_edges(prepared, result)
             result.timed("linking", time.perf_counter() - t0)
         changed = [p for p in prepared if p.doc_id in known or p.doc_id in in_graph]
-        result.documents_changed += len(changed)
-        result.documents_added += len(prepared) - len(changed)
+        if relink:
+            result.count("reports relinked", len(changed))
+        else:
+            result.documents_changed += len(changed)
+            result.documents_added += len(prepared) - len(changed)
         self._write_graph(prepared, findings, changed, result)
         t0 = time.perf_counter()
         added = self.text_index.add(
@@ -579,6 +620,7 @@ class ReportLoader:
             title=self.collection.document_name(item.report),
             journal=self.collection.name,
             year=None,
+            linked_with=self.linker.signature if self.linker is not None else None,
         )
 
     # ---- MeSH-column findings ----------------------------------------------------------------

@@ -17,10 +17,12 @@ Three sources of links, in order of trust:
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from spacy.language import Language
 from spacy.matcher import PhraseMatcher
@@ -32,7 +34,7 @@ from kg.graph.base import BaseGraphStore
 from kg.model import TEXT_CATEGORIES, Entity
 from kg.nlp import norm_token
 
-__all__ = ["Lexicon", "EntityLinker", "Mention", "QUALIFIER_CATEGORIES"]
+__all__ = ["Lexicon", "EntityLinker", "Mention", "QUALIFIER_CATEGORIES", "LINKER_VERSION"]
 
 # Terms never matched on their own: ontology roots and words too general to mean one concept.
 GENERIC_TERMS = frozenset(
@@ -56,6 +58,9 @@ GENERIC_TERMS = frozenset(
 # text, not a mention of a concept, so it is matched only inside a longer name of another entity.
 QUALIFIER_CATEGORIES = frozenset({"ClinicalModifier", "Frequency"})
 MAX_TERM_TOKENS = 12
+# Bumped whenever the rules above change what a text links to (a stored document linked under an
+# older version is then found by `medkg relink`, through the linker's signature).
+LINKER_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,7 @@ class Lexicon:
             for entity in rows:
                 if entity.category in TEXT_CATEGORIES or entity.obsolete:
                     continue
-                if excluded and set(entity.sources) <= excluded:
+                if excluded and entity.sources and set(entity.sources) <= excluded:
                     continue
                 lexicon._add(entity, held)
         lexicon.build_seconds = round(time.perf_counter() - started, 2)
@@ -166,6 +171,20 @@ class EntityLinker:
         self.threshold = threshold
         self.query_threshold = threshold if query_threshold is None else query_threshold
         self._matcher = lexicon.matcher()
+
+    @cached_property
+    def signature(self) -> str:
+        """What decides the links of a text: the rules' version, every lexicon term with its ids, and
+        the vector fallback (threshold, embedder, how many entities it holds). Stored with each linked
+        document, so that `medkg relink` finds the documents another lexicon linked."""
+        digest = hashlib.sha1(f"v{LINKER_VERSION}|{self.threshold}|{self.lexicon.max_ids}".encode())
+        for table in (self.lexicon.names, self.lexicon.synonyms):
+            for key in sorted(table):
+                digest.update(f"{key}\t{','.join(sorted(table[key]))}\n".encode())
+            digest.update(b"--\n")
+        if self.entity_index is not None:
+            digest.update(f"{self.entity_index.embedder.signature}|{len(self.entity_index.index)}".encode())
+        return digest.hexdigest()[:16]
 
     # ---- documents ---------------------------------------------------------------------------
     def link_docs(self, docs: Sequence[Doc]) -> list[list[Mention]]:

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -58,9 +58,11 @@ CREATE TABLE IF NOT EXISTS documents (
     authors TEXT NOT NULL,
     doi TEXT,
     retracted INTEGER NOT NULL DEFAULT 0,
-    deleted INTEGER NOT NULL DEFAULT 0
+    deleted INTEGER NOT NULL DEFAULT 0,
+    linked_with TEXT
 );
 """
+_DOCUMENT_COLUMNS = "id, fingerprint, title, journal, year, authors, doi, retracted, deleted, linked_with"
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ class PassageRecord:
 
 @dataclass(frozen=True)
 class DocumentRecord:
-    """What a citation shows; ``fingerprint`` is the content hash of the record last indexed."""
+    """What a citation shows; ``fingerprint`` is the content hash of the record last indexed,
+    ``linked_with`` the signature of the linker that linked its passages (None: not linked)."""
 
     id: str  # PMID:123
     fingerprint: str
@@ -85,6 +88,7 @@ class DocumentRecord:
     doi: str | None = None
     retracted: bool = False
     deleted: bool = False
+    linked_with: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ class TextIndex:
         self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
         try:
             self._db.executescript(_SCHEMA)
+            self._migrate()
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise VectorIndexError(f"{self.directory / name}.sqlite is damaged ({exc}). {self.rebuild_hint()}") from exc
@@ -138,6 +143,13 @@ class TextIndex:
         self._bm25_ids: list[str] = []
         self._stemmer = Stemmer.Stemmer("english")
         self._dirty = False
+
+    def _migrate(self) -> None:
+        """Tables written by an older medkg gain the columns added since (``ALTER TABLE ... ADD``)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(documents)")}
+        if "linked_with" not in columns:
+            self._db.execute("ALTER TABLE documents ADD COLUMN linked_with TEXT")
+            self._db.commit()
 
     # ---- storage -----------------------------------------------------------------------------
     @property
@@ -186,10 +198,10 @@ class TextIndex:
     def put_documents(self, docs: Iterable[DocumentRecord]) -> None:
         with self._lock:
             self._db.executemany(
-                "INSERT OR REPLACE INTO documents VALUES (?,?,?,?,?,?,?,?,?)",
+                f"INSERT OR REPLACE INTO documents({_DOCUMENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [
                     (d.id, d.fingerprint, d.title, d.journal, d.year, json.dumps(list(d.authors)), d.doi)
-                    + (int(d.retracted), int(d.deleted))
+                    + (int(d.retracted), int(d.deleted), d.linked_with)
                     for d in docs
                 ],
             )
@@ -200,9 +212,12 @@ class TextIndex:
         out: dict[str, DocumentRecord] = {}
         with self._lock:
             for chunk, marks in in_chunks(ids):
-                for r in self._db.execute(f"SELECT * FROM documents WHERE id IN ({marks})", chunk):
+                query = f"SELECT {_DOCUMENT_COLUMNS} FROM documents WHERE id IN ({marks})"
+                for r in self._db.execute(query, chunk):
                     authors = tuple(json.loads(r[5]))
-                    out[r[0]] = DocumentRecord(r[0], r[1], r[2], r[3], r[4], authors, r[6], bool(r[7]), bool(r[8]))
+                    out[r[0]] = DocumentRecord(
+                        r[0], r[1], r[2], r[3], r[4], authors, r[6], bool(r[7]), bool(r[8]), r[9]
+                    )
         return out
 
     def mark_documents(self, ids: Iterable[str], *, retracted: bool | None = None, deleted: bool | None = None) -> int:
@@ -244,6 +259,22 @@ class TextIndex:
     def document_count(self) -> int:
         with self._lock:
             return self._db.execute("SELECT count(*) FROM documents WHERE deleted = 0").fetchone()[0]
+
+    def iter_document_ids(self, prefix: str = "", page: int = 10_000) -> Iterator[str]:
+        """Ids of the documents not deleted whose id starts with ``prefix``, in id order (read in
+        pages, so writes may interleave)."""
+        after = prefix
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT id FROM documents WHERE deleted = 0 AND id > ? AND substr(id, 1, ?) = ? "
+                    "ORDER BY id LIMIT ?",
+                    (after, len(prefix), prefix, page),
+                ).fetchall()
+            if not rows:
+                return
+            yield from (r[0] for r in rows)
+            after = rows[-1][0]
 
     def document_passages(self, doc_id: str) -> list[str]:
         with self._lock:

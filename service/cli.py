@@ -445,6 +445,32 @@ def reindex(
             _reindex_images(c, sources)
 
 
+@app.command()
+def relink(
+    force: Annotated[
+        bool, typer.Option("--force", help="Link every document again, also those the current linker linked.")
+    ] = False,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")] = True,
+) -> None:
+    """Link the loaded abstracts and reports again with the entities of the graph as it is now: run it
+    after loading an ontology into a store that already holds literature (a load links only with what
+    the graph held then), or after an upgrade that changed the linking rules. Mentions no longer found
+    end (kept in the history), new ones are added, co-mention evidence follows; nothing is embedded
+    again. Documents already linked by the current linker are skipped, so an interrupted run resumes
+    and a second run changes nothing. Stop `medkg serve` on the same data dir first."""
+    from ingest.pubmed.load import PubmedLoader
+    from ingest.reports import ReportLoader
+    from service.ingest_cli import render
+
+    with container() as c:
+        linker = c.document_linker
+        pubmed = PubmedLoader(c.graph, c.text_index, c.nlp, linker, progress=progress)
+        render(pubmed.relink(c.text_index.iter_document_ids("PMID:"), force=force))
+        reports = ReportLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, reports=c.reports)
+        render(reports.relink(force=force))
+        out.print(f"linker signature {linker.signature}", highlight=False)
+
+
 def _reindex_images(c: Container, sources: list[Path]) -> None:
     from multimodal.load import reindex_images
 

@@ -46,6 +46,12 @@ def render(report: IngestReport) -> None:
 def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> IngestReport:
     report = ingest(c.graph, items, source, progress=progress)
     render(report)
+    documents = c.text_index.document_count() if report.entities.added or report.entities.updated else 0
+    if documents:
+        out.print(
+            f"[yellow]the {documents:,} documents loaded before were linked with the entities the graph held then: "
+            "`medkg relink` links them with these too[/]"
+        )
     if embed:
         result = c.entity_index.update(c.graph, progress=progress)
         out.print(

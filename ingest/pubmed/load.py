@@ -27,15 +27,16 @@ import itertools
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spacy.language import Language
+from spacy.tokens import Doc
 
 from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Deletion
-from ingest.pubmed.passages import MAX_WORDS, ArticleText, article_text, split_passages
+from ingest.pubmed.passages import MAX_WORDS, ArticleText, Passage, Sentence, article_text, split_passages
 from ingest.report import IngestReport, Problem
-from kg.graph.base import BaseGraphStore
+from kg.graph.base import BaseGraphStore, row_to_relation
 from kg.linker import EntityLinker, Mention
 from kg.model import (
     CO_MENTIONED,
@@ -206,8 +207,7 @@ class PubmedLoader:
                 records.append(PassageRecord(passage.id, item.text.doc_id, passage.text, embed, item.article.retracted))
         return records
 
-    @staticmethod
-    def _document_record(item: _Prepared) -> DocumentRecord:
+    def _document_record(self, item: _Prepared) -> DocumentRecord:
         a = item.article
         return DocumentRecord(
             id=item.text.doc_id,
@@ -218,6 +218,7 @@ class PubmedLoader:
             authors=tuple(x.display for x in a.authors if x.display),
             doi=a.doi,
             retracted=a.retracted,
+            linked_with=self.linker.signature if self.linker is not None else None,
         )
 
     def _write_graph(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
@@ -248,10 +249,9 @@ class PubmedLoader:
                         Relation(subject=doc_id, type=HAS_MESH_TERM, object=f"MESH:{heading.ui}", source=SOURCE,
                                  evidence=evidence)
                     )  # fmt: skip
-            relations.extend(self._mention_edges(item))
-            for sentence, ids in self._sentence_entities(item).items():
-                for pair in itertools.combinations(sorted(ids), 2):
-                    pairs[pair].add(item.text.sentence_id(sentence))
+            relations.extend(_mention_edges(item.text, item.mentions))
+            for pair, sentences in _co_mention_pairs(item.text, item.mentions).items():
+                pairs[pair] |= sentences
         report.entities += self.store.upsert_entities(entities)
         report.relations += self.store.upsert_relations(relations)
         if pairs:
@@ -259,44 +259,6 @@ class PubmedLoader:
         report.count("passages", sum(len(p.text.passages) for p in prepared))
         report.count("mentions", sum(len(p.mentions) for p in prepared))
         report.timed("write graph", time.perf_counter() - t0)
-
-    @staticmethod
-    def _mention_edges(item: _Prepared) -> list[Relation]:
-        grouped: dict[tuple[str, str], list[Mention]] = defaultdict(list)
-        for mention in item.mentions:
-            passage = item.text.passage_at(mention.start)
-            if passage is None:
-                continue
-            for entity_id in mention.ids:
-                grouped[(passage.id, entity_id)].append(mention)
-        edges = []
-        passages = {p.id: p for p in item.text.passages}
-        for (passage_id, entity_id), mentions in grouped.items():
-            passage = passages[passage_id]
-            spans = sorted({(m.start - passage.start, m.end - passage.start) for m in mentions})
-            best = max(mentions, key=lambda m: m.score)
-            edges.append(
-                Relation(
-                    subject=passage_id,
-                    type=MENTIONS,
-                    object=entity_id,
-                    source=SOURCE,
-                    evidence={"spans": [list(s) for s in spans], "text": best.text, "method": best.method},
-                    confidence=min(1.0, best.score),
-                )
-            )
-        return edges
-
-    @staticmethod
-    def _sentence_entities(item: _Prepared) -> dict[int, set[str]]:
-        """Entity ids per sentence; the several ids of one mention (one concept in several sources)
-        are not paired with each other: only one of them (the first) takes part."""
-        by_sentence: dict[int, set[str]] = defaultdict(set)
-        for mention in item.mentions:
-            sentence = item.text.sentence_at(mention.start)
-            if sentence is not None:
-                by_sentence[sentence.index].add(mention.ids[0])
-        return by_sentence
 
     def _co_mentions(self, pairs: dict[tuple[str, str], set[str]]) -> list[Relation]:
         fresh = [Relation(subject=a, type=CO_MENTIONED, object=b, source=SOURCE) for a, b in pairs]
@@ -413,6 +375,128 @@ class PubmedLoader:
             report.entities += self.store.upsert_entities(flagged)
         report.count("documents flagged retracted", self.text_index.mark_documents(present, retracted=True))
 
+    # ---- re-linking -------------------------------------------------------------------------
+    def relink(self, doc_ids: Iterable[str], *, force: bool = False) -> IngestReport:
+        """Link loaded documents again with the current linker (after an ontology load, or a change of
+        the linking rules), from their stored passages: MENTIONS edges no longer found end, new ones
+        are added, and each document's sentences in CO_MENTIONED evidence follow. A document already
+        linked by a linker of the same signature is skipped (all of them with ``force``); the
+        signature is stored with the document after the graph checkpoint, so an interrupted run
+        resumes where it stopped and a second run changes nothing."""
+        if self.linker is None:
+            raise ValueError("relinking needs a linker")
+        report = IngestReport(source=f"relink {SOURCE}")
+        started = time.perf_counter()
+        pending: list[DocumentRecord] = []
+        with batched_load(
+            self.store,
+            lambda batch: pending.extend(self._relink_batch(batch, report, force)),
+            lambda: self._commit(pending, report),
+            batch_size=self.batch_size,
+            checkpoint_every=self.checkpoint_every,
+            progress=self.progress,
+            desc=f"relink {SOURCE}",
+            unit=" documents",
+        ) as batches:
+            for doc_id in doc_ids:
+                batches.tick()
+                batches.add(doc_id)
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    def _relink_batch(self, doc_ids: Sequence[str], report: IngestReport, force: bool) -> list[DocumentRecord]:
+        assert self.linker is not None
+        signature = self.linker.signature
+        known = self.text_index.get_documents(doc_ids)
+        report.count("documents read", len(doc_ids))
+        report.count("documents not in the passage index", len(set(doc_ids) - known.keys()))
+        todo = [d for d in known.values() if not d.deleted and (force or d.linked_with != signature)]
+        report.count(
+            "documents already linked by this linker", sum(1 for d in known.values() if not d.deleted) - len(todo)
+        )
+        t0 = time.perf_counter()
+        texts: list[tuple[DocumentRecord, list[PassageRecord]]] = []
+        for doc in todo:
+            passages = list(self.text_index.get(self.text_index.document_passages(doc.id)).values())
+            if passages:
+                texts.append((doc, passages))
+            else:
+                report.count("documents without passages")
+        joined = [" ".join(p.text for p in sorted(ps, key=lambda p: _first_sentence(p.id))) for _, ps in texts]
+        parsed = list(self.nlp.pipe(joined, batch_size=64))
+        rebuilt = [stored_text(doc.id, ps, parsed_doc) for (doc, ps), parsed_doc in zip(texts, parsed, strict=True)]
+        report.timed("sentences", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        linked = self.linker.link_docs(parsed)
+        report.timed("linking", time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        old: dict[str, dict[str, Relation]] = defaultdict(dict)  # passage id -> key -> MENTIONS edge
+        passage_ids = [p.id for text in rebuilt for p in text.passages]
+        for passage_id, rel_row, _ in self.store.edge_rows(passage_ids, [MENTIONS], "out"):
+            rel = row_to_relation(rel_row)
+            if rel.source == SOURCE:
+                old[passage_id][rel.key] = rel
+        writes: list[Relation] = []
+        ended: list[Relation] = []
+        co_mentions: dict[str, tuple[set[str], dict[tuple[str, str], set[str]]]] = {}
+        for text, mentions in zip(rebuilt, linked, strict=True):
+            new = {e.key: e for e in _mention_edges(text, mentions)}
+            before = {k: e for p in text.passages for k, e in old[p.id].items()}
+            if new.keys() == before.keys() and all(
+                before[k].evidence.get("spans") == e.evidence["spans"] for k, e in new.items()
+            ):
+                report.count("documents whose links are unchanged")
+                continue
+            report.count("documents relinked")
+            report.count("mentions added", len(new.keys() - before.keys()))
+            report.count("mentions ended", len(before.keys() - new.keys()))
+            writes += new.values()
+            ended += [e for k, e in before.items() if k not in new]
+            entities = {e.object for e in new.values()} | {e.object for e in before.values()}
+            co_mentions[text.doc_id] = (entities, _co_mention_pairs(text, mentions))
+        if ended:
+            report.relations.invalidated += self.store.invalidate_relations(ended)
+        if writes:
+            report.relations += self.store.upsert_relations(writes)
+        self._replace_co_mention_evidence(co_mentions, report)
+        report.timed("write graph", time.perf_counter() - t0)
+        return [replace(doc, linked_with=signature) for doc, _ in texts]
+
+    def _replace_co_mention_evidence(
+        self, documents: dict[str, tuple[set[str], dict[tuple[str, str], set[str]]]], report: IngestReport
+    ) -> None:
+        """Make each document's sentences in CO_MENTIONED evidence those of its ``pairs`` now: for
+        every pair of the entities it mentioned before or mentions now, its old sentence ids are
+        replaced by the new ones and the count follows (an edge left with none ends)."""
+        wanted: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(dict)
+        for doc_id, (entities, pairs) in documents.items():
+            for pair in itertools.combinations(sorted(entities), 2):
+                wanted[pair][doc_id] = pairs.get(pair, set())
+        if not wanted:
+            return
+        edges = {pair: Relation(subject=pair[0], type=CO_MENTIONED, object=pair[1], source=SOURCE) for pair in wanted}
+        stored = self.store.current_relations(edges.values())
+        updates, ends = [], []
+        for pair, per_doc in wanted.items():
+            rel = stored.get(edges[pair].key)
+            sentences = list(rel.evidence.get("sentences", [])) if rel else []
+            gone = {s for s in sentences if s.partition("#s")[0] in per_doc}
+            new = set().union(*per_doc.values())
+            if gone == new:
+                continue
+            count = (int(rel.evidence.get("count", len(sentences))) if rel else 0) - len(gone) + len(new)
+            if count <= 0:
+                if rel is not None:
+                    ends.append(rel)
+                continue
+            merged = sorted((set(sentences) - gone) | new, key=_sentence_order)[:MAX_EVIDENCE]
+            base = rel if rel is not None else edges[pair]
+            updates.append(base.model_copy(update={"evidence": {"sentences": merged, "count": count}}))
+        if ends:
+            report.relations.invalidated += self.store.invalidate_relations(ends)
+        if updates:
+            report.relations += self.store.upsert_relations(updates)
+
     # ---- LLM triples -------------------------------------------------------------------------
     def _extract(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
         assert self.extract is not None
@@ -425,6 +509,86 @@ class PubmedLoader:
                 except Exception as exc:  # noqa: BLE001 - one bad reply never stops the load
                     report.problem(Problem(file=item.article.origin or passage.id, message=f"{passage.id}: {exc}"))
         report.timed("llm extraction", time.perf_counter() - t0)
+
+
+def _mention_edges(text: ArticleText, mentions: Sequence[Mention]) -> list[Relation]:
+    """One MENTIONS edge per (passage, entity): spans relative to the passage, the best surface text,
+    how it was linked and its score."""
+    grouped: dict[tuple[str, str], list[Mention]] = defaultdict(list)
+    for mention in mentions:
+        passage = text.passage_at(mention.start)
+        if passage is None:
+            continue
+        for entity_id in mention.ids:
+            grouped[(passage.id, entity_id)].append(mention)
+    edges = []
+    passages = {p.id: p for p in text.passages}
+    for (passage_id, entity_id), found in grouped.items():
+        passage = passages[passage_id]
+        spans = sorted({(m.start - passage.start, m.end - passage.start) for m in found})
+        best = max(found, key=lambda m: m.score)
+        edges.append(
+            Relation(
+                subject=passage_id,
+                type=MENTIONS,
+                object=entity_id,
+                source=SOURCE,
+                evidence={"spans": [list(s) for s in spans], "text": best.text, "method": best.method},
+                confidence=min(1.0, best.score),
+            )
+        )
+    return edges
+
+
+def _co_mention_pairs(text: ArticleText, mentions: Sequence[Mention]) -> dict[tuple[str, str], set[str]]:
+    """Sentence ids per pair of entities linked in the same sentence. The several ids of one mention
+    (one concept in several sources) are not paired with each other: only the first takes part."""
+    by_sentence: dict[int, set[str]] = defaultdict(set)
+    for mention in mentions:
+        sentence = text.sentence_at(mention.start)
+        if sentence is not None:
+            by_sentence[sentence.index].add(mention.ids[0])
+    pairs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for index, ids in by_sentence.items():
+        for pair in itertools.combinations(sorted(ids), 2):
+            pairs[pair].add(text.sentence_id(index))
+    return pairs
+
+
+def stored_text(doc_id: str, passages: Sequence[PassageRecord], doc: Doc) -> ArticleText:
+    """A loaded document's text rebuilt from its stored passages (joined by one space; ``doc`` is
+    that text parsed), with the passage ids and sentence numbers it was loaded with: each passage
+    ``…#sK`` numbers the sentences found inside it from K on (at most up to the next passage's first
+    sentence), and no sentence crosses a passage boundary. On the PubMed test files the re-parse finds
+    the very sentences and abbreviations of the original text, whose section breaks were line breaks."""
+    ordered = sorted(passages, key=lambda p: _first_sentence(p.id))
+    bounds, offset = [], 0
+    for p in ordered:
+        bounds.append((offset, offset + len(p.text)))
+        offset += len(p.text) + 1
+    parsed = []
+    for sent in doc.sents:
+        stripped = sent.text.strip()
+        if stripped:
+            start = sent.start_char + (len(sent.text) - len(sent.text.lstrip()))
+            parsed.append((start, start + len(stripped)))
+    sentences: list[Sentence] = []
+    out: list[Passage] = []
+    for i, (p, (p_start, p_end)) in enumerate(zip(ordered, bounds, strict=True)):
+        first = _first_sentence(p.id)
+        last = _first_sentence(ordered[i + 1].id) - 1 if i + 1 < len(ordered) else None
+        pieces = [(max(a, p_start), min(b, p_end)) for a, b in parsed if a < p_end and b > p_start]
+        numbers = []
+        for n, (a, b) in enumerate(pieces or [(p_start, p_end)]):
+            index = first + n if last is None else min(first + n, last)
+            sentences.append(Sentence(index, a, b))
+            numbers.append(index)
+        out.append(Passage(p.id, first, tuple(numbers), p_start, p_end, p.text))
+    return ArticleText(doc_id, doc.text, sentences, out)
+
+
+def _first_sentence(passage_id: str) -> int:
+    return int(passage_id.rpartition("#s")[2])
 
 
 def _sentence_order(sentence_id: str) -> tuple[int, int]:

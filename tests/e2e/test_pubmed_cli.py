@@ -302,3 +302,51 @@ def test_entrez_query_and_pmids_together_exit_2(tmp_path: Path) -> None:
     r = run(["ingest", "entrez", "--query", "x", "--pmids", "1"], env_for(tmp_path / "data"), tmp_path)
     assert r.returncode == 2
     assert "give exactly one of --query or --pmids" in said(r) and "Traceback" not in r.stderr
+
+
+# -- medkg relink ----------------------------------------------------------------------------------------------
+
+RELINK_DOCS = [
+    {"pmid": "990000011", "title": "Marfan syndrome in adults", "abstract": "Ectopia lentis is common in Marfan "
+     "syndrome. Aortic root dilatation was seen in most patients with Marfan syndrome."},
+    {"pmid": "990000012", "title": "Lens surgery", "abstract": "We report ectopia lentis in two siblings."},
+]  # fmt: skip
+RELINK_OBO = """format-version: 1.2
+
+[Term]
+id: DOID:14323
+name: Marfan syndrome
+
+[Term]
+id: HP:0001083
+name: Ectopia lentis
+"""
+
+
+def test_relink_after_an_ontology_load_links_what_was_loaded_before(tmp_path: Path) -> None:
+    """Abstracts loaded into an empty graph link to nothing; after the ontology comes, the ingest says
+    so and `medkg relink` links them; a second run has nothing to do."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in RELINK_DOCS))
+    obo = tmp_path / "tiny.obo"
+    obo.write_text(RELINK_OBO)
+    env = env_for(tmp_path / "data")
+    loaded = run(["ingest", "docs", str(docs), "--no-progress"], env, tmp_path)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert number(r"(\d[\d,]*) mentions", said(loaded)) == 0
+    ontology = run(["ingest", "obo", str(obo), "--no-embed", "--no-progress"], env, tmp_path)
+    assert ontology.returncode == 0, ontology.stderr[-3000:]
+    assert "the 2 documents loaded before were linked with the entities the graph held then" in said(ontology)
+    first = run(["relink", "--no-progress"], env, tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    out = said(first)
+    assert number(r"(\d+) documents relinked", out) == 2
+    # one edge per passage and entity: Marfan syndrome and ectopia lentis in the first, ectopia lentis in the second
+    assert number(r"(\d+) mentions added", out) == 3
+    assert added(out, "relations") >= 3 + 1  # the mentions and the Marfan-ectopia lentis co-mention
+    second = run(["relink", "--no-progress"], env, tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert number(r"(\d+) documents already linked by this linker", said(second)) == 2
+    entity = run(["neighbours", "HP:0001083", "--type", "MENTIONS"], env, tmp_path)
+    assert entity.returncode == 0, entity.stderr[-3000:]
+    assert set(re.findall(r"PMID:(\d+)#s\d+", entity.stdout)) == {"990000011", "990000012"}

