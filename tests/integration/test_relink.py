@@ -10,7 +10,7 @@ from ingest.pubmed.load import MESH_HEADING_SOURCE, PubmedLoader
 from ingest.reports import HAS_FINDING, RadiologyReport, ReportLoader, read_iu_reports
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker, Lexicon
-from kg.model import CO_MENTIONED, MENTIONS, Entity, Relation
+from kg.model import CO_MENTIONED, MENTIONS, Relation
 from kg.nlp import build_pipeline
 from kg.text_index import TextIndex
 from tests.conftest import shared
