@@ -465,9 +465,14 @@ def relink(
     with container() as c:
         linker = c.document_linker
         pubmed = PubmedLoader(c.graph, c.text_index, c.nlp, linker, progress=progress)
-        render(pubmed.relink(c.text_index.iter_document_ids("PMID:"), force=force))
         reports = ReportLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, reports=c.reports)
-        render(reports.relink(force=force))
+        for report in (
+            pubmed.relink(c.text_index.iter_document_ids("PMID:"), force=force),
+            reports.relink(force=force),
+        ):
+            render(report)
+            if report.timings:
+                out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
         out.print(f"linker signature {linker.signature}", highlight=False)
 
 
