@@ -175,15 +175,17 @@ class EntityLinker:
     @cached_property
     def signature(self) -> str:
         """What decides the links of a text: the rules' version, every lexicon term with its ids, and
-        the vector fallback (threshold, embedder, how many entities it holds). Stored with each linked
-        document, so that `medkg relink` finds the documents another lexicon linked."""
+        the vector fallback's threshold and embedder. Stored with each linked document, so that `medkg
+        relink` finds the documents another lexicon linked. (Not how many entity vectors there are: the
+        MeSH headings of every literature load join the entity index but not a document linker's
+        lexicon, and would make every document look stale.)"""
         digest = hashlib.sha1(f"v{LINKER_VERSION}|{self.threshold}|{self.lexicon.max_ids}".encode())
         for table in (self.lexicon.names, self.lexicon.synonyms):
             for key in sorted(table):
                 digest.update(f"{key}\t{','.join(sorted(table[key]))}\n".encode())
             digest.update(b"--\n")
         if self.entity_index is not None:
-            digest.update(f"{self.entity_index.embedder.signature}|{len(self.entity_index.index)}".encode())
+            digest.update(self.entity_index.embedder.signature.encode())
         return digest.hexdigest()[:16]
 
     # ---- documents ---------------------------------------------------------------------------

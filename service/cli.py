@@ -458,22 +458,10 @@ def relink(
     end (kept in the history), new ones are added, co-mention evidence follows; nothing is embedded
     again. Documents already linked by the current linker are skipped, so an interrupted run resumes
     and a second run changes nothing. Stop `medkg serve` on the same data dir first."""
-    from ingest.pubmed.load import PubmedLoader
-    from ingest.reports import ReportLoader
-    from service.ingest_cli import render
+    from service.ingest_cli import run_relink
 
     with container() as c:
-        linker = c.document_linker
-        pubmed = PubmedLoader(c.graph, c.text_index, c.nlp, linker, progress=progress)
-        reports = ReportLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, reports=c.reports)
-        for report in (
-            pubmed.relink(c.text_index.iter_document_ids("PMID:"), force=force),
-            reports.relink(force=force),
-        ):
-            render(report)
-            if report.timings:
-                out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
-        out.print(f"linker signature {linker.signature}", highlight=False)
+        run_relink(c, force=force, progress=progress)
 
 
 def _reindex_images(c: Container, sources: list[Path]) -> None:

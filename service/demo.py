@@ -20,7 +20,7 @@ from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items
 from ingest.obo import obo_items
 from service.container import Container
-from service.ingest_cli import run, run_dicom, run_pubmed, run_reports
+from service.ingest_cli import run, run_dicom, run_pubmed, run_relink, run_reports
 
 console = Console()
 
@@ -69,6 +69,9 @@ def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool =
 
             console.rule("4. PubMed abstracts: passages, linked mentions, co-mentions, FAISS + BM25")
             run_pubmed(c, iter_records(expand_paths(pubmed)), "pubmed", True, False, progress)
+            # A data dir of an earlier run keeps its abstracts (unchanged ones are skipped above): link
+            # them and its reports with today's lexicon. After a fresh load there is nothing to do.
+            run_relink(c, progress=progress)
 
     g = c.graph
     s = g.stats()

@@ -146,6 +146,29 @@ def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract
         out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
 
 
+def run_relink(c: Container, force: bool = False, progress: bool = True) -> None:
+    """Link the loaded abstracts and reports again with the current document linker (``medkg relink``)."""
+    from ingest.pubmed.load import PubmedLoader
+    from ingest.reports import ReportLoader
+
+    linker = c.document_linker
+    pubmed = PubmedLoader(c.graph, c.text_index, c.nlp, linker, progress=progress)
+    reports = ReportLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, reports=c.reports)
+    for report in (
+        pubmed.relink(c.text_index.iter_document_ids("PMID:"), force=force),
+        reports.relink(force=force),
+    ):
+        r = report.relations
+        if r.added or r.updated or r.invalidated or report.problem_count:
+            render(report)
+            if report.timings:
+                out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
+        else:
+            read = ", ".join(f"{n:,} {what}" for what, n in report.read.items() if n) or "nothing to relink"
+            out.print(f"{report.source}: no link changed ({read}; {report.seconds:.1f} s)", highlight=False)
+    out.print(f"linker signature {linker.signature}", highlight=False)
+
+
 @app.command("pubmed")
 def ingest_pubmed(
     paths: Annotated[list[str], typer.Argument(help="Files, directories or glob patterns (XML, MEDLINE, JSON/L).")],
