@@ -410,10 +410,9 @@ class PubmedLoader:
         known = self.text_index.get_documents(doc_ids)
         report.count("documents read", len(doc_ids))
         report.count("documents not in the passage index", len(set(doc_ids) - known.keys()))
-        todo = [d for d in known.values() if not d.deleted and (force or d.linked_with != signature)]
-        report.count(
-            "documents already linked by this linker", sum(1 for d in known.values() if not d.deleted) - len(todo)
-        )
+        live = [d for d in known.values() if not d.deleted]
+        todo = [d for d in live if force or d.linked_with != signature]
+        report.count("documents already linked by this linker", len(live) - len(todo))
         t0 = time.perf_counter()
         texts: list[tuple[DocumentRecord, list[PassageRecord]]] = []
         for doc in todo:

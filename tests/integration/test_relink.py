@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
+
 from ingest.pubmed.load import MESH_HEADING_SOURCE, PubmedLoader
 from ingest.reports import HAS_FINDING, RadiologyReport, ReportLoader, read_iu_reports
 from kg.graph.base import BaseGraphStore
@@ -189,3 +191,31 @@ def test_a_documents_table_of_an_older_medkg_gains_the_linker_column(tmp_path: P
     index.put_documents([old.__class__(**{**old.__dict__, "linked_with": "sig"})])
     assert index.get_documents(["PMID:1"])["PMID:1"].linked_with == "sig"
     index.close()
+
+
+def test_an_interrupted_relink_resumes_without_counting_twice(
+    store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    store.upsert_entities([e for e in ONTOLOGY if e is not ECTOPIA])
+    index = TextIndex(tmp_path / "idx", text_embedder)
+    pubmed_loader(store, index).load([marfan(pmid=str(500 + i)) for i in range(12)])
+    store.upsert_entities([ECTOPIA])
+    ids = [f"PMID:{500 + i}" for i in range(12)]
+
+    def interrupted():
+        for i, doc_id in enumerate(ids):
+            if i == 11:
+                raise KeyboardInterrupt  # Ctrl-C after 11 documents: batches of 2, checkpoints every 4
+            yield doc_id
+
+    loader = pubmed_loader(store, index, batch_size=2, checkpoint_every=4)
+    with pytest.raises(KeyboardInterrupt):
+        loader.relink(interrupted())
+    signature = loader.linker.signature
+    done = [d for d, doc in index.get_documents(ids).items() if doc.linked_with == signature]
+    assert len(done) == 8  # what reached a checkpoint; the rest is redone on the next run
+    resumed = pubmed_loader(store, index).relink(ids)
+    assert resumed.read["documents already linked by this linker"] == 8
+    # Documents 9 and 10 were relinked before the interruption but not checkpointed: found unchanged.
+    assert resumed.read["documents whose links are unchanged"] == 2 and resumed.read["documents relinked"] == 2
+    assert co_mention(store, "HP:0001083", "DOID:14323").evidence["count"] == 12  # sentence 1 of each, once
