@@ -121,12 +121,17 @@ class Entity(BaseModel):
 
     def merged_with(self, newer: Entity) -> Entity:
         """This stored entity updated by a newer statement of it: scalar fields take the newer
-        non-empty value, lists are unions (stored order first), ``created_at`` is kept."""
+        non-empty value, lists are unions (stored order first), ``created_at`` is kept. A name the
+        newer statement replaces stays a synonym (two sources that name a disease differently both
+        stay findable by the linker and by name search), unless it differs only in case or was the
+        id standing in for a name."""
+        name = newer.name or self.name
+        former = [self.name] if self.name.casefold() not in (name.casefold(), self.id.casefold()) else []
         return Entity(
             id=self.id,
-            name=newer.name or self.name,
+            name=name,
             category=newer.category if newer.category != "Concept" else self.category,
-            synonyms=[*self.synonyms, *newer.synonyms],
+            synonyms=[*self.synonyms, *former, *newer.synonyms],
             description=newer.description or self.description,
             xrefs=[*self.xrefs, *newer.xrefs],
             sources=[*self.sources, *newer.sources],

@@ -45,11 +45,17 @@ def test_merge_keeps_history_and_unions_lists() -> None:
     merged = old.merged_with(new)
     assert merged.name == "New"
     assert merged.category == "Phenotype"  # the default category never overwrites a real one
-    assert merged.synonyms == ["a", "b"]
+    assert merged.synonyms == ["a", "Old", "b"]  # the replaced name stays findable
     assert merged.sources == ["hpo", "doid"]
     assert merged.description == "d"
     assert merged.created_at == created
     assert merged.merged_with(new).same_content(merged)
+    # Two sources that name it differently: after one round, restating either changes only the name.
+    other = Entity(id="HP:1", name="Old", sources=["hpo"])
+    assert merged.merged_with(other).merged_with(new).synonyms == ["a", "Old", "b", "New"]
+    # A case-only change, or a stub named by its id, leaves no synonym behind.
+    assert old.merged_with(Entity(id="HP:1", name="OLD")).synonyms == ["a"]
+    assert Entity(id="HP:1", name="HP:1").merged_with(new).synonyms == ["b", "a"]
 
 
 def test_rows_round_trip() -> None:
