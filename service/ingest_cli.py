@@ -43,6 +43,11 @@ def render(report: IngestReport) -> None:
             out.print(f"  ... and {report.problem_count - 20:,} more")
 
 
+def render_timings(report: IngestReport) -> None:
+    if report.timings:
+        out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
+
+
 def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> IngestReport:
     report = ingest(c.graph, items, source, progress=progress)
     render(report)
@@ -142,8 +147,7 @@ def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract
         f"text index: {c.text_index.document_count():,} documents, {len(c.text_index):,} passages",
         highlight=False,
     )
-    if report.timings:
-        out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
+    render_timings(report)
 
 
 def run_relink(c: Container, force: bool = False, progress: bool = True) -> None:
@@ -161,8 +165,7 @@ def run_relink(c: Container, force: bool = False, progress: bool = True) -> None
         r = report.relations
         if r.added or r.updated or r.invalidated or report.problem_count:
             render(report)
-            if report.timings:
-                out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
+            render_timings(report)
         else:
             read = ", ".join(f"{n:,} {what}" for what, n in report.read.items() if n) or "nothing to relink"
             out.print(f"{report.source}: no link changed ({read}; {report.seconds:.1f} s)", highlight=False)
