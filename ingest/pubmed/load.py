@@ -18,6 +18,10 @@ so re-running a load adds nothing and an interrupted load resumes from its last 
 changed article replaces its passages: those that no longer exist are retired (marked obsolete,
 their edges invalidated, removed from the indexes). A ``DeleteCitation`` does the same for the whole
 document; a retraction flags the document and its passages.
+
+The citation record also keeps the signature of the linker that linked the article. ``relink`` links
+loaded documents again from their stored passages when the linker has changed since (an ontology
+loaded after the literature, new linking rules): ``medkg relink``.
 """
 
 from __future__ import annotations
