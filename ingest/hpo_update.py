@@ -40,6 +40,7 @@ from ingest.report import Problem
 from ingest.sources import open_text
 from ingest.writer import Item
 from kg.model import Entity, Relation
+from kg.settings import load_settings
 
 __all__ = ["HPO3_REQUIREMENT", "hpo3_path", "hpo3_release", "hpo_update_items"]
 
@@ -76,7 +77,7 @@ for prefix, diseases in (("OMIM", Ontology.omim_diseases), ("ORPHA", Ontology.or
 
 def hpo3_path() -> Path:
     """Where hpo3 is installed on its own: ``MEDKG_HPO3_PATH``, else ``hpo3`` in this environment."""
-    return Path(os.environ.get("MEDKG_HPO3_PATH") or Path(sys.prefix) / "hpo3")
+    return load_settings().hpo3_path or Path(sys.prefix) / "hpo3"
 
 
 def _export(path: Path) -> Iterator[dict]:

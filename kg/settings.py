@@ -123,6 +123,10 @@ class Settings(BaseSettings):
     entrez_api_key: SecretStr | None = Field(default=None, description="NCBI API key: 10 requests/s instead of 3.")
     entrez_base_url: str | None = Field(default=None, description="E-utilities base URL (default: NCBI's).")
 
+    hpo3_path: Path | None = Field(
+        default=None, description="Folder hpo3 is installed in for `medkg ingest hpo-update` (default: <venv>/hpo3)."
+    )
+
     llm_base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint; unset = offline answers.")
     llm_model: str | None = Field(default=None)
     llm_api_key: SecretStr | None = Field(default=None)

