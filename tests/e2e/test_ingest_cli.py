@@ -107,6 +107,7 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
     r = run(args, env, tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     out = " ".join(r.stdout.split())
+    assert "233 new diseases" in " ".join(r.stderr.split())  # HPO 2025-11-24's additions, from hpo3
     assert "Marfan syndrome (OMIM:154700):" in out and "with PMIDs" in out and "[PMID:" in out
     assert "differential diagnosis for Seizure, Microcephaly, Hypotonia (OMIM, top 5):" in out
     assert len(re.findall(r"\(OMIM:\d+\) score \d+\.\d\d genes: ", out)) == 5
