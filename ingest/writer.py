@@ -1,16 +1,19 @@
 """Writes a loader's stream into the graph store in batches, with progress and a report.
 
-A loader yields :class:`Entity`, :class:`Relation`, :class:`Problem` and ``(what, n)`` counts.
-Entities are written as they come (in batches); relations are held until their batch is full and
-written after the entities seen so far, so a loader that yields a file's entities before its
+A loader yields :class:`Entity`, :class:`Relation`, :class:`Ended`, :class:`Problem` and ``(what, n)``
+counts. Entities are written as they come (in batches); relations are held until their batch is full
+and written after the entities seen so far, so a loader that yields a file's entities before its
 relations never loses an edge to ordering. Every write is an idempotent upsert: re-running a load
-(for example after it was interrupted) changes no counts.
+(for example after it was interrupted) changes no counts. An :class:`Ended` fact (one a newer
+release of a source no longer states) is invalidated after the writes, never deleted: its edge gets a
+``valid_to`` and stays visible to history queries; ending it again changes nothing.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from tqdm import tqdm
 
@@ -18,9 +21,17 @@ from ingest.report import IngestReport, Problem
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
 
-__all__ = ["Item", "ingest", "link_xrefs"]
+__all__ = ["Ended", "Item", "ingest", "link_xrefs"]
 
-Item = Entity | Relation | Problem | tuple[str, int]
+
+@dataclass(frozen=True)
+class Ended:
+    """The current edge with ``relation``'s key (subject, type, object, source) no longer holds."""
+
+    relation: Relation
+
+
+Item = Entity | Relation | Ended | Problem | tuple[str, int]
 
 
 def ingest(
@@ -38,6 +49,7 @@ def ingest(
     started = time.perf_counter()
     entities: list[Entity] = []
     relations: list[Relation] = []
+    ended: list[Relation] = []
 
     def flush_entities() -> None:
         if entities:
@@ -64,6 +76,8 @@ def ingest(
                 relations.append(item)
                 if len(relations) >= relation_batch:
                     flush_relations()
+            elif isinstance(item, Ended):
+                ended.append(item.relation)
             elif isinstance(item, Problem):
                 report.problem(item)
             else:
@@ -72,6 +86,10 @@ def ingest(
                 continue
             bar.update(1)
         flush_relations()
+    if ended:
+        t0 = time.perf_counter()
+        report.relations.invalidated += store.invalidate_relations(ended)
+        report.timed("end relations", time.perf_counter() - t0)
     if link:
         t0 = time.perf_counter()
         link_xrefs(store, report, progress=progress)

@@ -64,6 +64,7 @@ from kg.graph.base import BaseGraphStore
 __all__ = ["PhenotypeIndex", "Candidate", "LRParams", "frequency_weight", "frequency_evidence", "terms_mentioned"]
 
 IS_A, HAS_PHENOTYPE, ASSOCIATED_WITH = "IS_A", "HAS_PHENOTYPE", "ASSOCIATED_WITH"
+REPLACED_BY = "REPLACED_BY"
 # HPO annotation aspects besides P: inheritance, clinical course, modifier, past medical history
 OTHER_ASPECTS = ("HAS_INHERITANCE", "HAS_CLINICAL_COURSE", "HAS_MODIFIER", "HAS_PAST_MEDICAL_HISTORY")
 DISEASE_PREFIXES = ("OMIM:", "ORPHA:", "DECIPHER:")
@@ -152,7 +153,7 @@ def terms_mentioned(candidates: Iterable[Candidate], *case: Iterable[str]) -> li
 
 
 class PhenotypeIndex:
-    CACHE_VERSION = 3  # of the derived arrays; an index pickled by another version derives them again
+    CACHE_VERSION = 4  # of the derived arrays; an index pickled by another version derives them again
 
     def __init__(
         self,
@@ -226,6 +227,9 @@ class PhenotypeIndex:
         self.set_offsets = np.cumsum([0] + [len(x) for x in sets[:-1]]).astype(np.int64)
         self.set_terms = np.asarray([t for x in sets for t in x], dtype=np.int32)
         self.genes: dict[str, list[str]] = {}
+        # an obsolete term -> the current terms that replaced it; or, without one, its last parents
+        self.replaced_by: dict[str, list[str]] = {}
+        self.obsolete_parents: dict[str, list[str]] = {}
         self._derive()
         self.build_seconds = round(time.perf_counter() - started, 2)
 
@@ -289,6 +293,8 @@ class PhenotypeIndex:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._set_ic = {}
+        self.__dict__.setdefault("replaced_by", {})
+        self.__dict__.setdefault("obsolete_parents", {})
         if state.get("version") != self.CACHE_VERSION:  # pickled by an older medkg: derive again
             if "flat_given" not in state:  # version 1 kept only a frequency per annotation
                 self.flat_given = np.asarray(state["flat_freq"], dtype=np.float32)
@@ -301,13 +307,14 @@ class PhenotypeIndex:
     @classmethod
     def from_graph(cls, store: BaseGraphStore, page: int = 20_000) -> PhenotypeIndex:
         terms: list[str] = []
+        obsolete: list[str] = []
         diseases: list[str] = []
         after = ""
         while rows := store.scan_entities(after=after, limit=page):
             after = rows[-1].id
             for e in rows:
-                if e.id.startswith("HP:") and not e.obsolete:
-                    terms.append(e.id)
+                if e.id.startswith("HP:"):
+                    (obsolete if e.obsolete else terms).append(e.id)
                 elif e.id.startswith(DISEASE_PREFIXES):
                     diseases.append(e.id)
         parents: dict[str, list[str]] = defaultdict(list)
@@ -331,6 +338,12 @@ class PhenotypeIndex:
         for disease, _rel, gene in store.edge_rows(index.diseases, [ASSOCIATED_WITH], direction="in"):
             if gene.get("category") == "Gene":
                 index.genes.setdefault(disease, []).append(gene["name"])
+        # An obsolete term stands for what replaced it (OBO ``replaced_by``); a term a newer release made
+        # obsolete without saying by what keeps its last parents (``ingest/hpo_update.py``).
+        links = {REPLACED_BY: index.replaced_by, IS_A: index.obsolete_parents}
+        for term, rel, target in store.edge_rows(obsolete, list(links)):
+            if target["id"] in index.term_index:
+                links[rel["type"]].setdefault(term, []).append(target["id"])
         return index
 
     # ---- scoring -----------------------------------------------------------------------------
@@ -350,8 +363,22 @@ class PhenotypeIndex:
         anc = anc[np.isfinite(self.lr_ic[anc])]
         return anc[np.argsort(self.lr_ic[anc], kind="stable")]
 
+    def current(self, terms: Iterable[str], broaden: bool = True) -> list[str]:
+        """``terms`` (order kept) with each obsolete one replaced by the terms that replaced it, or else
+        (``broaden``: for observed terms, never excluded ones) by its last parents."""
+
+        def now(t: str) -> list[str]:
+            return self.replaced_by.get(t) or (self.obsolete_parents.get(t) if broaden else None) or [t]
+
+        return list(dict.fromkeys(r for t in terms for r in now(t)))
+
+    def replacements(self, terms: Iterable[str], broaden: bool = True) -> dict[str, list[str]]:
+        """The obsolete terms among ``terms`` that ``current`` replaces, with what replaces them."""
+        return {t: now for t in dict.fromkeys(terms) if (now := self.current([t], broaden)) != [t]}
+
     def known(self, terms: Iterable[str]) -> tuple[list[str], list[str]]:
-        ids = list(dict.fromkeys(terms))
+        """The observed terms the index knows (an obsolete one as ``current`` replaces it), and the rest."""
+        ids = self.current(terms)
         return [t for t in ids if t in self.term_index], [t for t in ids if t not in self.term_index]
 
     def case_terms(
@@ -359,8 +386,8 @@ class PhenotypeIndex:
     ) -> tuple[list[int], list[int]]:
         """The indices of the terms that count: the most specific observed terms and the most general
         excluded ones (``collapse``); never an excluded term that an observed one implies."""
-        obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
-        exc = list(dict.fromkeys(self.term_index[t] for t in excluded if t in self.term_index))
+        obs = [self.term_index[t] for t in self.current(observed) if t in self.term_index]
+        exc = [self.term_index[t] for t in self.current(excluded, broaden=False) if t in self.term_index]
         implied: set[int] = set()
         for q in obs:
             implied.update(self.ancestors[q].tolist())

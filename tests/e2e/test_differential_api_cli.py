@@ -16,6 +16,7 @@ from service.api.app import create_app
 from service.container import Container
 from tests.e2e.test_cli import run
 
+OBSOLETE = "HP:0002123"  # stands for HP:0001250 (REPLACED_BY)
 TERMS = {"HP:0000001": None, "HP:0000118": "HP:0000001", "HP:0001250": "HP:0000118", "HP:0000252": "HP:0000118"}
 
 
@@ -27,6 +28,7 @@ def build(data_dir: Path) -> Container:
             Entity(id="HP:0000118", name="Phenotypic abnormality", category="Phenotype"),
             Entity(id="HP:0001250", name="Seizure", category="Phenotype", synonyms=["Epileptic seizure"]),
             Entity(id="HP:0000252", name="Microcephaly", category="Phenotype"),
+            Entity(id=OBSOLETE, name="Seizures (an obsolete id)", category="Phenotype", obsolete=True),
             Entity(id="OMIM:100001", name="Seizures with microcephaly", category="Disease"),
             Entity(id="OMIM:100002", name="Isolated microcephaly", category="Disease"),
         ]
@@ -34,6 +36,7 @@ def build(data_dir: Path) -> Container:
     c.graph.upsert_relations(
         [Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in TERMS.items() if p]
         + [
+            Relation(subject=OBSOLETE, type="REPLACED_BY", object="HP:0001250", source="hp"),
             Relation(subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0001250", evidence={"pmids": ["PMID:1"]}),
             Relation(subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0000252"),
             Relation(subject="OMIM:100002", type="HAS_PHENOTYPE", object="HP:0000252"),
@@ -68,6 +71,10 @@ def test_differential_over_http(client: TestClient) -> None:
     text = client.post("/v1/differential", json={"text": "child with epileptic seizures and microcephaly"}).json()
     assert set(text["from_text"]) == {"HP:0001250", "HP:0000252"}
     assert text["diseases"][0]["disease"] == "OMIM:100001"
+    old = client.post("/v1/differential", json={"terms": [OBSOLETE, "HP:0000252"], "top_k": 2}).json()
+    assert old["observed"] == ["HP:0001250", "HP:0000252"] and old["replaced_terms"] == {OBSOLETE: ["HP:0001250"]}
+    assert [d["score"] for d in old["diseases"]] == [d["score"] for d in body["diseases"]]
+    assert body["replaced_terms"] == {}
     only = client.post("/v1/differential", json={"terms": ["HP:0000252"], "namespaces": ["ORPHA"]}).json()
     assert only["diseases"] == []
     assert client.post("/v1/differential", json={"terms": ["nonsense"]}).status_code == 422
@@ -91,6 +98,9 @@ def test_differential_cli(tmp_path: Path) -> None:
     assert table.returncode == 0 and "Seizures with microcephaly" in table.stdout
     assert "Seizure (HP:0001250) ~ Seizure (HP:0001250)" in table.stdout  # matched pairs by name
     assert (tmp_path / "data" / "indexes" / "phenotypes.pkl").exists()  # cached for the next call
+    old = run(["differential", OBSOLETE, "HP:0000252", "--top", "1"], env, tmp_path)
+    assert old.returncode == 0 and f"{OBSOLETE} is obsolete, counted as HP:0001250" in old.stderr
+    assert "Seizures with microcephaly" in old.stdout
     bad = run(["differential", "HP:9999999"], env, tmp_path)
     assert bad.returncode == 2 and "none of the terms" in bad.stderr
 

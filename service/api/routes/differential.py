@@ -60,6 +60,11 @@ class DifferentialResponse(BaseModel):
     observed: list[str]
     from_text: list[str]
     unknown_terms: list[str]
+    replaced_terms: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Obsolete HPO terms given, each with the current terms it was counted as (its replacement; "
+        "for an observed term without one, its last parents).",
+    )
     excluded: list[str]
     diseases: list[DiseaseOut]
     term_names: dict[str, str] = Field(
@@ -84,6 +89,10 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         observed=known,
         from_text=from_text,
         unknown_terms=unknown,
+        replaced_terms={
+            **index.replacements([*request.terms, *from_text]),
+            **index.replacements(request.excluded, broaden=False),
+        },
         excluded=request.excluded,
         diseases=[
             DiseaseOut(
