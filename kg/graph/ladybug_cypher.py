@@ -152,8 +152,10 @@ RETURN {R} ORDER BY r.key, r.valid_from LIMIT $limit
 SUBJECT_FILTER = "a.id = $subject"
 OBJECT_FILTER = "b.id = $object"
 RELTYPE_FILTER = "r.type = $type"
+SOURCE_FILTER = "r.source = $source"
 
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_RELATIONS_BY_TYPE = "MATCH ()-[r:Rel]->() RETURN r.type, r.valid_to IS NULL, count(*)"
+COUNT_CURRENT_BY_SOURCE = "MATCH ()-[r:Rel]->() WHERE r.valid_to IS NULL RETURN r.source, count(*)"
 
 CLEAR = ["MATCH ()-[r:Rel]->() DELETE r", "MATCH (e:Entity) DELETE e"]

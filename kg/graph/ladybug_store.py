@@ -257,7 +257,13 @@ class LadybugGraphStore(BaseGraphStore):
         return [(list(row[0]), [_props(r) for r in row[1]]) for row in self._run(query, params)]
 
     def _relation_rows(
-        self, subject: str | None, object: str | None, type: str | None, include_invalid: bool, limit: int
+        self,
+        subject: str | None,
+        object: str | None,
+        type: str | None,
+        include_invalid: bool,
+        limit: int,
+        source: str | None = None,
     ) -> list[dict[str, Any]]:
-        query, params = self._relation_query(subject, object, type, include_invalid, limit)
+        query, params = self._relation_query(subject, object, type, include_invalid, limit, source)
         return [dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(query, params)]

@@ -117,9 +117,11 @@ ORDER BY rel.key, rel.valid_from LIMIT $limit
 SUBJECT_FILTER = "a.id = $subject"
 OBJECT_FILTER = "b.id = $object"
 RELTYPE_FILTER = "type(r) = $type"
+SOURCE_FILTER = "r.source = $source"
 
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_RELATIONS_BY_TYPE = "MATCH (:Entity)-[r]->(:Entity) RETURN type(r), r.valid_to IS NULL, count(*)"
+COUNT_CURRENT_BY_SOURCE = "MATCH (:Entity)-[r]->(:Entity) WHERE r.valid_to IS NULL RETURN r.source, count(*)"
 
 # Relationships first, in bounded transactions: DETACH DELETE of 10k nodes that include hubs (an HPO
 # term with thousands of annotations) exceeded the transaction memory limit of a 1 GiB heap.

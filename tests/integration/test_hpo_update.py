@@ -146,3 +146,34 @@ def test_a_release_no_newer_than_pyhpos_loads_nothing(tmp_path: Path) -> None:
     items = list(hpo_update_items(data_dir=data))
     assert len(items) == 1 and isinstance(items[0], Problem)
     assert "2025-11-24 is not newer than 2026-06-01: nothing loaded" in items[0].message
+
+
+def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tmp_path: Path) -> None:
+    """`medkg ingest hpo DIR` with a newer release: one current statement of each fact, the old as history."""
+
+    def subset(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        return hpo_subset(tmp_path / name, {OLD})
+
+    older = subset("older")
+    hpoa = older / "phenotype.hpoa"
+    hpoa.write_text(re.sub(r"(?m)^#version: .*$", "#version: 2024-06-01", hpoa.read_text()))
+    ingest(store, hpo_items(older, genes=False), "hpo", progress=False)
+    stated = store.current_sources()["hpo:2024-06-01"]
+    annotations = current(store, OLD, "HAS_PHENOTYPE")
+    assert stated > 20_000 and len(annotations) > 10
+
+    report = ingest(store, hpo_items(subset("newer"), genes=False), "hpo", progress=False)
+    assert report.relations.invalidated == stated
+    assert report.read["edges of the older release hpo:2024-06-01 (ended)"] == stated
+    sources = store.current_sources()
+    assert "hpo:2024-06-01" not in sources and sources["hpo:2025-01-16"] == stated  # the same files
+    both = store.relations(subject=OLD, type="HAS_PHENOTYPE", limit=1000)
+    assert len(both) == 2 * len(annotations)  # history kept
+    assert {r.object: r.source for r in both if r.valid_to is None} == dict.fromkeys(annotations, "hpo:2025-01-16")
+    index = PhenotypeIndex.from_graph(store)
+    start, end = index._annotations_of(index.disease_index[OLD])
+    assert end - start == len(annotations)  # counted once
+
+    again = ingest(store, hpo_items(subset("again"), genes=False), "hpo", progress=False)
+    assert again.relations.invalidated == 0 and again.relations.added == 0
