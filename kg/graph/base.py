@@ -282,15 +282,9 @@ class BaseGraphStore(ABC):
         edges, in the database's order (which is not shortest first)."""
 
     @abstractmethod
-    def _relation_rows(
-        self,
-        subject: str | None,
-        object: str | None,
-        type: str | None,
-        include_invalid: bool,
-        limit: int,
-        source: str | None = None,
-    ) -> list[dict[str, Any]]: ...
+    def _read_relations(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The relation rows of a ``RELATIONS_BY_ENDPOINTS`` query (see ``_relation_rows``)."""
+
     @abstractmethod
     def _begin(self) -> None: ...
     @abstractmethod
@@ -699,7 +693,7 @@ class BaseGraphStore(ABC):
             params["types"] = list(rel_types)
         return " AND ".join(filters) or q.TRUE_FILTER
 
-    def _relation_query(
+    def _relation_rows(
         self,
         subject: str | None,
         object: str | None,
@@ -707,7 +701,8 @@ class BaseGraphStore(ABC):
         include_invalid: bool,
         limit: int,
         source: str | None = None,
-    ) -> tuple[str, dict[str, Any]]:
+    ) -> list[dict[str, Any]]:
+        """Edges by any of subject, object, type and source (current only unless ``include_invalid``)."""
         q = self.cypher
         filters, params = [], {"limit": limit}
         for value, fragment, name in (
@@ -721,7 +716,7 @@ class BaseGraphStore(ABC):
                 params[name] = value
         if not include_invalid:
             filters.append(q.CURRENT_FILTER)
-        return q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters)), params
+        return self._read_relations(q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters)), params)
 
 
 def _types(rel_types: Sequence[str] | None) -> list[str] | None:

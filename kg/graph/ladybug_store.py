@@ -256,14 +256,5 @@ class LadybugGraphStore(BaseGraphStore):
         query = q.PATHS.format(shortest=int(shortest), longest=int(longest), rel_filter=rel_filter)
         return [(list(row[0]), [_props(r) for r in row[1]]) for row in self._run(query, params)]
 
-    def _relation_rows(
-        self,
-        subject: str | None,
-        object: str | None,
-        type: str | None,
-        include_invalid: bool,
-        limit: int,
-        source: str | None = None,
-    ) -> list[dict[str, Any]]:
-        query, params = self._relation_query(subject, object, type, include_invalid, limit, source)
+    def _read_relations(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [dict(zip(q.RELATION_COLUMNS, row, strict=True)) for row in self._run(query, params)]

@@ -190,14 +190,5 @@ class Neo4jGraphStore(BaseGraphStore):
         query = q.PATHS.format(shortest=int(shortest), longest=int(longest), type_filter=type_filter)
         return [(list(row[0]), list(row[1])) for row in self._run(query, params)]
 
-    def _relation_rows(
-        self,
-        subject: str | None,
-        object: str | None,
-        type: str | None,
-        include_invalid: bool,
-        limit: int,
-        source: str | None = None,
-    ) -> list[dict[str, Any]]:
-        query, params = self._relation_query(subject, object, type, include_invalid, limit, source)
+    def _read_relations(self, query: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         return [row[0] for row in self._run(query, params)]
