@@ -1,14 +1,14 @@
 # medkg: `make demo` and `make test` do all the set-up they need on a fresh machine.
 PYTHON ?= python3
 VENV ?= .venv
-# check-reliability: SHORT=1 is CI's quick form; LOAD_DATA is the loaded data dir the load test serves
+# check-reliability, load-test: SHORT=1 is the quick form (CI's); LOAD_DATA is the loaded data dir the load test serves
 # (built small under build/ when it holds no store).
 SHORT ?=
 LOAD_DATA ?= data
 BIN := $(VENV)/bin
 export VENV
 
-.PHONY: install demo test test-fast lint bench check-reliability vendor-js neo4j-start neo4j-stop serve clean
+.PHONY: install demo test test-fast lint bench check-reliability load-test vendor-js neo4j-start neo4j-stop serve clean
 
 $(BIN)/medkg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ check-reliability: install
 	PYTHON=$(BIN)/python .ci/neo4j.sh start
 	. .neo4j/env && HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(if $(SHORT),MEDKG_FUZZ_EXAMPLES=5) \
 		$(BIN)/python -m pytest -m reliability -q; rc=$$?; .ci/neo4j.sh stop; exit $$rc
+	$(MAKE) load-test
+
+# The load test alone (`make test` has already run the reliability-marked tests; CI runs this after it).
+load-test: install
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m benchmarks.load_test --data-dir $(LOAD_DATA) $(if $(SHORT),--short)
 
 # Re-fetch the web pages' bundled JavaScript (cytoscape.js) from npm and check its pinned SHA-256.
