@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from kg.differential import PhenotypeIndex
 from kg.graph.base import BaseGraphStore
 
@@ -73,6 +75,8 @@ def evaluate(
     base: list[tuple[int, int | None]] = []
     pyhpo_like: list[tuple[int, int | None]] = []
     evaluated: list[tuple[dict, set[str]]] = []
+    # given the causal gene: (line, diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
+    with_gene: list[tuple[int, int, int | None, int | None, int | None]] = []
     unmapped = 0
     latencies, latencies_10 = [], []
     for line, case in enumerate(cases):
@@ -91,10 +95,13 @@ def evaluate(
         # OMIM and Orphanet describe many diseases twice: rank within the namespace of the diagnosis
         namespaces = sorted({t.split(":")[0] for t in targets})
         score, baseline, _ = index.scores(observed, excluded, prefixes=namespaces)
+        pyhpo_score = index.pyhpo_scores(observed, namespaces)
         ours.append((line, index.rank_of(score, targets)))
         base.append((line, index.rank_of(baseline, targets)))
-        pyhpo_like.append((line, index.rank_of(index.pyhpo_scores(observed, namespaces), targets)))
+        pyhpo_like.append((line, index.rank_of(pyhpo_score, targets)))
         evaluated.append((case, targets))
+        if case.get("genes"):
+            with_gene.append((line, *_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score))))
     p50, p95 = _percentiles(latencies)
     p50_10, p95_10 = _percentiles(latencies_10)
     result = {
@@ -112,6 +119,7 @@ def evaluate(
             }
             for half, parity in HALVES.items()
         },
+        "given_the_gene": _gene_metrics(with_gene),
         "latency_ms_p50": p50,
         "latency_ms_p95": p95,
         "latency_10_terms": {"cases": len(latencies_10), "ms_p50": p50_10, "ms_p95": p95_10},
@@ -129,6 +137,33 @@ def evaluate(
         }
         result["pyhpo_same_rank"] = sum(1 for a, b in zip(real, reproduced, strict=True) if a == b)
     return result
+
+
+def _gene_ranks(
+    index: PhenotypeIndex, genes: list[str], targets: set[str], scores: tuple[np.ndarray, ...]
+) -> tuple[int, ...]:
+    """How many diseases of the namespace the case's genes are associated with, and the diagnosis' rank
+    among them under each score (None when the graph does not associate it with the genes)."""
+    mask, _ = index.gene_diseases(genes)
+    kept = {t for t in targets if mask[index.disease_index[t]]}
+    shown = [np.where(mask, s, -np.inf) for s in scores]
+    return (int(np.isfinite(shown[0]).sum()), *(index.rank_of(s, kept) if kept else None for s in shown))
+
+
+def _gene_metrics(rows: list[tuple[int, int, int | None, int | None, int | None]]) -> dict:
+    """Ranking among the diseases of the causal gene: all cases with a gene, and those whose gene has
+    two or more diseases (the only ones where the phenotypes have something to decide)."""
+    several = [r for r in rows if r[1] >= 2]
+    return {
+        "cases": len(rows),
+        "diagnosis_not_associated_with_gene": sum(1 for r in rows if r[2] is None),
+        "gene_with_several_diseases": len(several),
+        "median_diseases_of_gene": statistics.median([r[1] for r in several]) if several else 0,
+        **{
+            name: _metrics([r[col] for r in several])
+            for col, name in ((2, "medkg"), (3, "baseline_resnik_bma"), (4, "baseline_pyhpo"))
+        },
+    }
 
 
 def pyhpo_ranks(cases: list[tuple[dict, set[str]]]) -> list[int | None]:
@@ -188,6 +223,20 @@ def report(result: dict) -> None:
             )
         n = result["pyhpo"]["medkg"]["n"]
         print(f"pyhpo itself and its reproduction rank the diagnosis the same in {result['pyhpo_same_rank']}/{n} cases")
+    gene = result.get("given_the_gene")
+    if gene and gene["cases"]:
+        print(
+            f"given the causal gene ({gene['cases']} cases; {gene['diagnosis_not_associated_with_gene']} whose "
+            f"diagnosis the graph does not associate with it, counted as misses): the "
+            f"{gene['gene_with_several_diseases']} whose gene has several diseases (median "
+            f"{gene['median_diseases_of_gene']}), ranked among them"
+        )
+        for name in ("baseline_resnik_bma", "baseline_pyhpo", "medkg"):
+            m = gene[name]
+            print(
+                f"{'gene: ' + name:<36} {m['n']:>4} {m['top1']:>6.3f} {m['top3']:>6.3f} {m['top10']:>7.3f} "
+                f"{m['mrr']:>6.3f}"
+            )
     print(f"ranking all diseases: p50 {result['latency_ms_p50']} ms, p95 {result['latency_ms_p95']} ms")
     ten = result.get("latency_10_terms")
     if ten and ten["cases"]:

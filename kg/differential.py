@@ -44,6 +44,11 @@ HPO term it is annotated with (mode of inheritance, clinical course, modifiers t
 diseases of the namespace ranked. The extra terms weigh on the disease->patient half, so a disease
 with one or two phenotypes no longer matches perfectly: that, not the IC, is what separates pyhpo's
 figure from the first (on the dev phenopackets).
+
+**candidate genes** (optional; the genes a sequencing test found variants in): the ranking keeps only
+the diseases associated with them (``ASSOCIATED_WITH`` from a gene), each scored and standardised as
+among all the diseases of the namespace, so a gene with several diseases (LMNA, FBN1) gets them in the
+order of the phenotype match.
 """
 
 from __future__ import annotations
@@ -287,8 +292,8 @@ class PhenotypeIndex:
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
         self._set_ic: dict[tuple[str, ...], tuple[np.ndarray, list[np.ndarray]]] = {}
 
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_set_ic"}  # rebuilt on first use
+    def __getstate__(self) -> dict:  # the caches are rebuilt on first use
+        return {k: v for k, v in self.__dict__.items() if k not in ("_set_ic", "_by_gene")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -420,6 +425,33 @@ class PhenotypeIndex:
                 out[d] = np.maximum(out[d], self.prop_log_freq[s:e] + self.lr_ic[a])
         return out
 
+    def gene_diseases(self, genes: Iterable[str]) -> tuple[np.ndarray, list[str]]:
+        """The diseases associated with any of ``genes`` (HGNC symbols, any case), as a mask over
+        ``self.diseases``, and the genes given that are associated with none."""
+        if "_by_gene" not in self.__dict__:
+            by_gene: dict[str, list[int]] = defaultdict(list)
+            for disease, symbols in self.genes.items():
+                if disease in self.disease_index:
+                    for symbol in symbols:
+                        by_gene[symbol.upper()].append(self.disease_index[disease])
+            self._by_gene = dict(by_gene)
+        mask = np.zeros(len(self.diseases), dtype=bool)
+        unknown = []
+        for gene in dict.fromkeys(genes):
+            if (rows := self._by_gene.get(gene.strip().upper())) is None:
+                unknown.append(gene)
+            else:
+                mask[rows] = True
+        return mask, unknown
+
+    def _shown(self, prefixes: Sequence[str], genes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The diseases a score is standardised over (those of ``prefixes``) and those it ranks: of
+        these, the ones associated with ``genes`` when any are given. Candidate genes filter the
+        ranking and never change a disease's score."""
+        n = len(self.diseases)
+        inside = self._namespace_mask(prefixes) if prefixes else np.ones(n, dtype=bool)
+        return inside, (inside & self.gene_diseases(genes)[0]) if genes else inside
+
     def scores(
         self,
         observed: Sequence[str],
@@ -427,17 +459,18 @@ class PhenotypeIndex:
         prefixes: Sequence[str] = (),
         params: LRParams | None = None,
         baseline: bool = True,
+        genes: Sequence[str] = (),
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(score, baseline, parts)`` for every disease (in ``self.diseases`` order); ``-inf`` outside
-        ``prefixes``. ``parts["log10_lr"]`` is the likelihood ratio; the baseline is zeros unless
-        ``baseline``."""
+        ``prefixes`` and, when ``genes`` are given, for the diseases associated with none of them.
+        ``parts["log10_lr"]`` is the likelihood ratio; the baseline is zeros unless ``baseline``."""
         p = params or LRParams()
         n = len(self.diseases)
         obs, exc = self.case_terms(observed, excluded, p.collapse)
         if not obs or not n:
             zero = np.zeros(n, dtype=np.float32)
             return zero, zero, {"obs": np.zeros(0, np.int64)}
-        inside = self._namespace_mask(prefixes) if prefixes else np.ones(n, dtype=bool)
+        inside, shown = self._shown(prefixes, genes)
         resnik = np.mean([self._resnik_to_diseases(q) for q in obs], axis=0)  # patient -> disease
         # likelihood ratio of each observed term: a mixture with the background, or NOT annotated
         model = np.exp(np.stack([self._lr_to_diseases(q) for q in obs]).astype(np.float64))
@@ -456,14 +489,14 @@ class PhenotypeIndex:
         score = _z(log_lr, inside)
         if p.resnik_weight:
             score = score + p.resnik_weight * _z(resnik, inside)
-        score = np.where(inside, score, -np.inf).astype(np.float32)
+        score = np.where(shown, score, -np.inf).astype(np.float32)
         base = np.zeros(n, dtype=np.float32)
         all_obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
         if baseline:  # Resnik best-match average of all the observed terms as given, both directions
             per_annotation = self._resnik(all_obs)[:, self.flat_terms]  # (n_obs, n_annotations)
             q_to_d = np.maximum.reduceat(per_annotation, self.offsets, axis=1).mean(axis=0)
             d_to_q = np.add.reduceat(per_annotation.max(axis=0), self.offsets) / self.counts
-            base = np.where(inside, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
+            base = np.where(shown, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
         parts: dict[str, np.ndarray] = {
             "obs": np.asarray(obs, np.int64),
             "exc": np.asarray(exc, np.int64),
@@ -474,20 +507,22 @@ class PhenotypeIndex:
         }
         return score, base, parts
 
-    def pyhpo_scores(self, observed: Sequence[str], prefixes: Sequence[str] = ()) -> np.ndarray:
+    def pyhpo_scores(
+        self, observed: Sequence[str], prefixes: Sequence[str] = (), genes: Sequence[str] = ()
+    ) -> np.ndarray:
         """pyhpo's set similarity of the observed terms (as given) to every disease in ``prefixes``
-        (``-inf`` outside): Resnik, funSimAvg, over each disease's set of all its HPO terms, the IC
-        ``-log`` of the share of those diseases whose set has the term or a descendant (0 if none)."""
-        n = len(self.diseases)
-        inside = self._namespace_mask(prefixes) if prefixes else np.ones(n, dtype=bool)
+        (``-inf`` outside, and for diseases of none of ``genes`` when given): Resnik, funSimAvg, over
+        each disease's set of all its HPO terms, the IC ``-log`` of the share of the namespace's
+        diseases whose set has the term or a descendant (0 if none)."""
+        inside, shown = self._shown(prefixes, genes)
         obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
         if not obs or not inside.any():
-            return np.where(inside, 0.0, -np.inf).astype(np.float32)
+            return np.where(shown, 0.0, -np.inf).astype(np.float32)
         ic, order = self._namespace_ic(prefixes, inside)
         sims = np.stack([self._similarity_to_all(q, ic, order[q]) for q in obs])[:, self.set_terms]
         q_to_d = np.maximum.reduceat(sims, self.set_offsets, axis=1).mean(axis=0)
         d_to_q = np.add.reduceat(sims.max(axis=0), self.set_offsets) / np.maximum(self.set_sizes, 1)
-        return np.where(inside, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
+        return np.where(shown, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
 
     def _namespace_ic(self, prefixes: Sequence[str], inside: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """pyhpo's IC over the diseases ``inside`` (their sets of all aspects, propagated), and each
@@ -525,11 +560,14 @@ class PhenotypeIndex:
         explain: bool = True,
         prefixes: Sequence[str] = (),
         params: LRParams | None = None,
+        genes: Sequence[str] = (),
     ) -> list[Candidate]:
         """The ``top_k`` diseases for a case, each with its matched phenotype pairs, the likelihood
-        ratio of each term, contradictions, genes and the PMIDs behind the matched annotations."""
+        ratio of each term, contradictions, genes and the PMIDs behind the matched annotations. With
+        candidate ``genes`` (e.g. those a sequencing test found variants in), only the diseases
+        associated with them, scored as among all."""
         p = params or LRParams()
-        score, _, parts = self.scores(observed, excluded, prefixes, p, baseline=False)
+        score, _, parts = self.scores(observed, excluded, prefixes, p, baseline=False, genes=genes)
         if not len(parts["obs"]):
             return []
         k = min(top_k, int(np.isfinite(score).sum()))

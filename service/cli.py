@@ -113,6 +113,10 @@ def differential(
     ] = None,
     top_k: Annotated[int, typer.Option("--top", min=1, max=500, help="How many diseases.")] = 10,
     namespace: Annotated[list[str] | None, typer.Option(help="Rank only OMIM, ORPHA or DECIPHER diseases.")] = None,
+    gene: Annotated[
+        list[str] | None,
+        typer.Option("--gene", help="A candidate gene (HGNC symbol): rank only the diseases associated with it."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms, with matched phenotypes, genes and PMIDs."""
@@ -126,7 +130,12 @@ def differential(
         known, unknown = index.known(observed)
         if not known:
             raise fail(f"none of the terms is an HPO term in the graph: {', '.join(observed)} (run `medkg ingest hpo`)")
-        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespace or ())
+        genes = list(dict.fromkeys(gene or []))
+        unknown_genes = index.gene_diseases(genes)[1]
+        if genes and len(unknown_genes) == len(genes):
+            raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
+        genes = [g for g in genes if g not in unknown_genes]
+        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespace or (), genes=genes)
         mentioned = terms_mentioned(ranked, known, excluded)
         names = c.graph.get_entities([r.disease for r in ranked] + mentioned)
     data = {
@@ -134,6 +143,8 @@ def differential(
         "unknown_terms": unknown,
         "replaced_terms": {**index.replacements(observed), **index.replacements(excluded, broaden=False)},
         "excluded": excluded,
+        "genes": genes,
+        "unknown_genes": unknown_genes,
         "diseases": [{**r.__dict__, "name": names[r.disease].name if r.disease in names else None} for r in ranked],
         "term_names": {t: names[t].name for t in mentioned if t in names and names[t].name},
     }
@@ -143,6 +154,10 @@ def differential(
             err.print(f"not in the graph, ignored: {', '.join(d['unknown_terms'])}")
         for term, now in d["replaced_terms"].items():
             err.print(f"{term} is obsolete, counted as {', '.join(now)}")
+        if d["unknown_genes"]:
+            err.print(f"no disease in the graph is associated with {', '.join(d['unknown_genes'])}: ignored")
+        if d["genes"]:
+            err.print(f"only the diseases associated with {', '.join(d['genes'])}")
         for i, row in enumerate(d["diseases"], 1):
             genes = ", ".join(row["genes"][:5]) or "-"
             out.print(f"[bold]{i}. {row['name']}[/] ({row['disease']})  score {row['score']}  genes: {genes}")

@@ -204,7 +204,12 @@ class Retriever:
         observed, _ = index.known(terms)
         if len(observed) < DIFFERENTIAL_MIN_TERMS:
             return [], []
-        ranked = index.rank(observed, top_k=self.differential_top)
+        # a gene named as such (its symbol as written, "a de novo STXBP1 variant") narrows the ranking
+        named = [e.name for e in linked if e.category == "Gene" and e.mention.strip() == e.name]
+        _, unknown = index.gene_diseases(named)
+        genes = [g for g in dict.fromkeys(named) if g not in unknown]
+        ranked = index.rank(observed, top_k=self.differential_top, genes=genes)
+        among = f" associated with {', '.join(genes)}" if genes else ""
         missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | set(observed)
         entities.update(self.graph.get_entities(missing - entities.keys()))
         name = {i: e.name for i, e in entities.items()}
@@ -220,7 +225,8 @@ class Retriever:
                         kind="kg",
                         text=(
                             f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}{observed_as}; "
-                            f"differential rank {rank} of the diseases annotated in HPO for the observed phenotypes"
+                            f"differential rank {rank} of the diseases{among} annotated in HPO for the observed "
+                            "phenotypes"
                         ),
                         title=f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}",
                         url=source_url(c.pmids[0]) if c.pmids else source_url(c.disease),
@@ -238,6 +244,7 @@ class Retriever:
                             "on_path": False,
                             "ddx_rank": rank,
                             "ddx_score": round(c.score, 4),
+                            "ddx_genes": genes,
                             "observed": q,
                         },
                     )

@@ -130,7 +130,9 @@ class ExtractiveComposer:
             disease = group[0].meta["subject_name"] or group[0].meta["subject"]
             matched = _join([f"{i.meta['object_name'] or i.meta['object']} [{i.id}]" for i in group])
             parts.append(f"{rank}. {disease} ({group[0].meta['subject']}), with {matched}")
-        lead = "Diseases ranked by similarity of their HPO annotations to the observed phenotypes: "
+        genes = items[0].meta.get("ddx_genes") or []
+        among = f" (those associated with {_join(genes)})" if genes else ""
+        lead = f"Diseases{among} ranked by similarity of their HPO annotations to the observed phenotypes: "
         return lead + "; ".join(parts) + "."
 
     @staticmethod

@@ -31,6 +31,7 @@ def build(data_dir: Path) -> Container:
             Entity(id=OBSOLETE, name="Seizures (an obsolete id)", category="Phenotype", obsolete=True),
             Entity(id="OMIM:100001", name="Seizures with microcephaly", category="Disease"),
             Entity(id="OMIM:100002", name="Isolated microcephaly", category="Disease"),
+            Entity(id="NCBIGene:79648", name="MCPH1", category="Gene"),
         ]
     )
     c.graph.upsert_relations(
@@ -40,6 +41,7 @@ def build(data_dir: Path) -> Container:
             Relation(subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0001250", evidence={"pmids": ["PMID:1"]}),
             Relation(subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0000252"),
             Relation(subject="OMIM:100002", type="HAS_PHENOTYPE", object="HP:0000252"),
+            Relation(subject="NCBIGene:79648", type="ASSOCIATED_WITH", object="OMIM:100002"),
         ]
     )
     return c
@@ -75,6 +77,15 @@ def test_differential_over_http(client: TestClient) -> None:
     assert old["observed"] == ["HP:0001250", "HP:0000252"] and old["replaced_terms"] == {OBSOLETE: ["HP:0001250"]}
     assert [d["score"] for d in old["diseases"]] == [d["score"] for d in body["diseases"]]
     assert body["replaced_terms"] == {}
+    # candidate genes: only their diseases, each with the score it has among all; unknown genes named
+    gene = client.post(
+        "/v1/differential", json={"terms": ["HP:0001250", "HP:0000252"], "genes": ["mcph1", "NOSUCHGENE"]}
+    ).json()
+    assert [d["disease"] for d in gene["diseases"]] == ["OMIM:100002"]
+    assert gene["diseases"][0]["score"] == body["diseases"][1]["score"] and gene["diseases"][0]["genes"] == ["MCPH1"]
+    assert gene["genes"] == ["mcph1"] and gene["unknown_genes"] == ["NOSUCHGENE"] and body["genes"] == []
+    none = client.post("/v1/differential", json={"terms": ["HP:0000252"], "genes": ["NOSUCHGENE"]})
+    assert none.status_code == 422 and "NOSUCHGENE" in none.text
     only = client.post("/v1/differential", json={"terms": ["HP:0000252"], "namespaces": ["ORPHA"]}).json()
     assert only["diseases"] == []
     assert client.post("/v1/differential", json={"terms": ["nonsense"]}).status_code == 422
@@ -103,6 +114,11 @@ def test_differential_cli(tmp_path: Path) -> None:
     assert "Seizures with microcephaly" in old.stdout
     bad = run(["differential", "HP:9999999"], env, tmp_path)
     assert bad.returncode == 2 and "none of the terms" in bad.stderr
+    gene = run(["differential", "HP:0001250", "HP:0000252", "--gene", "MCPH1", "--json"], env, tmp_path)
+    assert gene.returncode == 0, gene.stderr
+    assert [d["disease"] for d in json.loads(gene.stdout)["diseases"]] == ["OMIM:100002"]
+    unknown = run(["differential", "HP:0001250", "--gene", "NOSUCHGENE"], env, tmp_path)
+    assert unknown.returncode == 2 and "no disease in the graph is associated with NOSUCHGENE" in unknown.stderr
 
 
 def test_eval_phenopackets_command(tmp_path: Path) -> None:
@@ -113,8 +129,11 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
         + "\n"
         + json.dumps({"id": "b", "observed": ["HP:0000252"], "excluded": [], "diseases": ["OMIM:999999"]})
         + "\n"
+        + json.dumps({"id": "c", "observed": ["HP:0000252"], "diseases": ["OMIM:100002"], "genes": ["MCPH1"]})
+        + "\n"
     )
     r = run(["eval", "phenopackets", str(cases)], {"MEDKG_DATA_DIR": str(tmp_path / "data")}, tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "1 of 2 cases evaluated; 1 with a disease not in the graph" in r.stdout
-    assert "medkg" in r.stdout and "1.000" in r.stdout  # the one mappable case ranks first
+    assert "2 of 3 cases evaluated; 1 with a disease not in the graph" in r.stdout
+    assert "medkg" in r.stdout and "1.000" in r.stdout  # both mappable cases rank first
+    assert "given the causal gene (1 cases; 0 whose diagnosis the graph does not associate with it" in r.stdout

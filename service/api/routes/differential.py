@@ -24,6 +24,12 @@ class DifferentialRequest(BaseModel):
     namespaces: list[str] = Field(
         default_factory=list, max_length=5, description="Rank only these disease namespaces, e.g. ['OMIM']."
     )
+    genes: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description="Candidate genes (HGNC symbols, e.g. those a sequencing test found variants in): rank only "
+        "the diseases associated with them.",
+    )
 
     @field_validator("terms", "excluded")
     @classmethod
@@ -66,6 +72,10 @@ class DifferentialResponse(BaseModel):
         "for an observed term without one, its last parents).",
     )
     excluded: list[str]
+    genes: list[str] = Field(default_factory=list, description="The candidate genes the ranking was restricted to.")
+    unknown_genes: list[str] = Field(
+        default_factory=list, description="Candidate genes given that no disease in the graph is associated with."
+    )
     diseases: list[DiseaseOut]
     term_names: dict[str, str] = Field(
         default_factory=dict, description="The name of every HPO term in the answer (observed, excluded, matched)."
@@ -82,7 +92,13 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     known, unknown = index.known([*request.terms, *from_text])
     if not known:
         raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
-    ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces)
+    genes, unknown_genes = request.genes, []
+    if genes:
+        _, unknown_genes = index.gene_diseases(genes)
+        if len(unknown_genes) == len(set(genes)):
+            raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
+        genes = [g for g in dict.fromkeys(genes) if g not in unknown_genes]
+    ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces, genes=genes)
     terms = terms_mentioned(ranked, known, request.excluded)
     names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
     return DifferentialResponse(
@@ -94,6 +110,8 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
             **index.replacements(request.excluded, broaden=False),
         },
         excluded=request.excluded,
+        genes=genes,
+        unknown_genes=unknown_genes,
         diseases=[
             DiseaseOut(
                 disease=r.disease,
