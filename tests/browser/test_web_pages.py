@@ -229,6 +229,12 @@ def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, b
     assert "Seizure (HP:0001250)" in rows[0].text and "PMID:11" in rows[0].text  # terms by name
     assert "1 excluded (Hypotonia (HP:0001252))" in browser.find_element(_by("id"), "results-summary").text
     _shot(browser, "differential")
+    browser.find_element(_by("id"), "genes").send_keys("TBCK, NOSUCHGENE")  # a candidate gene narrows the list
+    browser.find_element(_by("id"), "rank-button").click()
+    _wait(browser, lambda d: "only the diseases of TBCK" in d.find_element(_by("id"), "results-summary").text)
+    rows = browser.find_elements(_by("css"), "#results tbody tr")
+    assert [r.get_attribute("data-disease") for r in rows] == ["OMIM:100002"]
+    assert "genes of no disease in the graph: NOSUCHGENE" in browser.find_element(_by("id"), "results-summary").text
     assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
 

@@ -165,6 +165,8 @@
     if (r.from_text.length) parts.push(`${r.from_text.length} from the text (${r.from_text.join(", ")})`);
     if (r.excluded.length) parts.push(`${r.excluded.length} excluded (${r.excluded.map(named).join(", ")})`);
     if (r.unknown_terms.length) parts.push(`unknown to the graph: ${r.unknown_terms.join(", ")}`);
+    if (r.genes.length) parts.push(`only the diseases of ${r.genes.join(", ")}`);
+    if (r.unknown_genes.length) parts.push(`genes of no disease in the graph: ${r.unknown_genes.join(", ")}`);
     $("results-summary").textContent = parts.join(" · ");
     $("results-section").hidden = false;
   }
@@ -181,6 +183,7 @@
       return;
     }
     const namespace = $("namespace").value;
+    const genes = $("genes").value.split(/[\s,;]+/).filter(Boolean);
     const button = $("rank-button");
     medkg.busy(button, true, "Ranking…");
     status.textContent = "Ranking diseases…";
@@ -188,7 +191,7 @@
       const started = performance.now();
       const r = await api("/v1/differential", {
         method: "POST",
-        json: { terms: observed, excluded, text: text || null, top_k: Number($("top-k").value) || 10, namespaces: namespace ? [namespace] : [] },
+        json: { terms: observed, excluded, text: text || null, top_k: Number($("top-k").value) || 10, namespaces: namespace ? [namespace] : [], genes },
       });
       renderResults(r);
       status.textContent = `${r.diseases.length} diseases in ${Math.round(performance.now() - started)} ms.`;
