@@ -58,6 +58,7 @@ __all__ = ["PubmedLoader", "SOURCE", "MAX_EVIDENCE"]
 
 SOURCE = "pubmed"
 MESH_HEADING_SOURCE = "mesh"  # MeSH descriptors named by article headings (name only)
+Pairs = dict[tuple[str, str], set[str]]  # (entity, entity) in id order -> the sentence ids they share
 MAX_EVIDENCE = 500  # sentence ids kept on one CO_MENTIONED edge (the count keeps growing past it)
 
 
@@ -277,7 +278,8 @@ class PubmedLoader:
             if old is not None and not new:
                 continue
             # Sentence ids past the cap are counted but not listed; a re-load of a document whose
-            # sentences were past the cap counts them again (documented limit).
+            # sentences were past the cap counts them again (documented limit; a relink is exact:
+            # _replace_co_mention_evidence).
             merged = sorted(kept | new, key=_sentence_order)[:MAX_EVIDENCE]
             out.append(rel.model_copy(update={"evidence": {"sentences": merged, "count": count + len(new)}}))
         return out
@@ -441,7 +443,7 @@ class PubmedLoader:
                 old[passage_id][rel.key] = rel
         writes: list[Relation] = []
         ended: list[Relation] = []
-        co_mentions: dict[str, tuple[set[str], dict[tuple[str, str], set[str]]]] = {}
+        co_mentions: dict[str, tuple[Pairs, Pairs]] = {}  # document -> (its pairs before, now)
         for text, mentions in zip(rebuilt, linked, strict=True):
             new = {e.key: e for e in _mention_edges(text, mentions)}
             before = {k: e for p in text.passages for k, e in old[p.id].items()}
@@ -455,8 +457,8 @@ class PubmedLoader:
             report.count("mentions ended", len(before.keys() - new.keys()))
             writes += new.values()
             ended += [e for k, e in before.items() if k not in new]
-            entities = {e.object for e in new.values()} | {e.object for e in before.values()}
-            co_mentions[text.doc_id] = (entities, _co_mention_pairs(text, mentions))
+            co_mentions[text.doc_id] = (_co_mention_pairs(text, _stored_mentions(text, before.values())),
+                                        _co_mention_pairs(text, mentions))  # fmt: skip
         if ended:
             report.relations.invalidated += self.store.invalidate_relations(ended)
         if writes:
@@ -465,16 +467,16 @@ class PubmedLoader:
         report.timed("write graph", time.perf_counter() - t0)
         return [replace(doc, linked_with=signature) for doc, _ in texts]
 
-    def _replace_co_mention_evidence(
-        self, documents: dict[str, tuple[set[str], dict[tuple[str, str], set[str]]]], report: IngestReport
-    ) -> None:
-        """Make each document's sentences in CO_MENTIONED evidence those of its ``pairs`` now: for
-        every pair of the entities it mentioned before or mentions now, its old sentence ids are
-        replaced by the new ones and the count follows (an edge left with none ends)."""
-        wanted: dict[tuple[str, str], dict[str, set[str]]] = defaultdict(dict)
-        for doc_id, (entities, pairs) in documents.items():
-            for pair in itertools.combinations(sorted(entities), 2):
-                wanted[pair][doc_id] = pairs.get(pair, set())
+    def _replace_co_mention_evidence(self, documents: dict[str, tuple[Pairs, Pairs]], report: IngestReport) -> None:
+        """Make each document's sentences in CO_MENTIONED evidence those of its pairs now: for every
+        pair whose sentences in the document changed, the ones it had are taken out and the new ones
+        put in, and the count follows exactly, sentences past ``MAX_EVIDENCE`` (counted, not listed)
+        included (an edge left with none ends)."""
+        wanted: dict[tuple[str, str], dict[str, tuple[set[str], set[str]]]] = defaultdict(dict)
+        for doc_id, (before, now) in documents.items():
+            for pair in before.keys() | now.keys():
+                if (had := before.get(pair, set())) != (has := now.get(pair, set())):
+                    wanted[pair][doc_id] = (had, has)
         if not wanted:
             return
         edges = {pair: Relation(subject=pair[0], type=CO_MENTIONED, object=pair[1], source=SOURCE) for pair in wanted}
@@ -483,11 +485,10 @@ class PubmedLoader:
         for pair, per_doc in wanted.items():
             rel = stored.get(edges[pair].key)
             sentences = list(rel.evidence.get("sentences", [])) if rel else []
-            gone = {s for s in sentences if s.partition("#s")[0] in per_doc}
-            new = set().union(*per_doc.values())
-            if gone == new:
-                continue
-            count = (int(rel.evidence.get("count", len(sentences))) if rel else 0) - len(gone) + len(new)
+            gone = set().union(*(had for had, _ in per_doc.values()))
+            gone |= {s for s in sentences if s.partition("#s")[0] in per_doc}  # listed, whatever was read back
+            new = set().union(*(has for _, has in per_doc.values()))
+            count = (int(rel.evidence.get("count", len(sentences))) - len(gone) if rel else 0) + len(new)
             if count <= 0:
                 if rel is not None:
                     ends.append(rel)
@@ -543,7 +544,19 @@ def _mention_edges(text: ArticleText, mentions: Sequence[Mention]) -> list[Relat
     return edges
 
 
-def _co_mention_pairs(text: ArticleText, mentions: Sequence[Mention]) -> dict[tuple[str, str], set[str]]:
+def _stored_mentions(text: ArticleText, edges: Iterable[Relation]) -> list[Mention]:
+    """The mentions behind a document's stored ``MENTIONS`` edges, as far as ``_co_mention_pairs``
+    needs them: the entities linked at one span came from one mention, whose ids the linker sorts."""
+    starts = {p.id: p.start for p in text.passages}
+    at_span: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for edge in edges:
+        if edge.subject in starts:
+            for a, b in edge.evidence.get("spans", []):
+                at_span[(starts[edge.subject] + a, starts[edge.subject] + b)].add(edge.object)
+    return [Mention(a, b, "", tuple(sorted(ids)), "stored") for (a, b), ids in sorted(at_span.items())]
+
+
+def _co_mention_pairs(text: ArticleText, mentions: Sequence[Mention]) -> Pairs:
     """Sentence ids per pair of entities linked in the same sentence. The several ids of one mention
     (one concept in several sources) are not paired with each other: only the first takes part."""
     by_sentence: dict[int, set[str]] = defaultdict(set)
@@ -551,7 +564,7 @@ def _co_mention_pairs(text: ArticleText, mentions: Sequence[Mention]) -> dict[tu
         sentence = text.sentence_at(mention.start)
         if sentence is not None:
             by_sentence[sentence.index].add(mention.ids[0])
-    pairs: dict[tuple[str, str], set[str]] = defaultdict(set)
+    pairs: Pairs = defaultdict(set)
     for index, ids in by_sentence.items():
         for pair in itertools.combinations(sorted(ids), 2):
             pairs[pair].add(text.sentence_id(index))

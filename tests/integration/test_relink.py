@@ -105,6 +105,27 @@ def test_relink_adds_new_links_ends_stale_ones_and_moves_co_mention_evidence(
     assert loader.relink(["PMID:102"]).read["documents already linked by this linker"] == 1
 
 
+def test_relink_counts_co_mentions_past_the_listed_ones_exactly(
+    store: BaseGraphStore, tmp_path: Path, text_embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pair's evidence lists at most MAX_EVIDENCE sentence ids and counts the rest: relinking a
+    document whose sentences are among the unlisted ones takes them out of the count too."""
+    monkeypatch.setattr("ingest.pubmed.load.MAX_EVIDENCE", 2)
+    store.upsert_entities(ONTOLOGY)
+    index = TextIndex(tmp_path / "idx", text_embedder)
+    pubmed_loader(store, index).load([marfan("100"), marfan("101")])
+    listed = ["PMID:100#s0", "PMID:100#s2"]
+    assert co_mention(store, "DOID:14323", "DRUGBANK:DB00335").evidence == {"sentences": listed, "count": 4}
+    aortic = co_mention(store, "DOID:14323", "HP:0002616").evidence
+    store.upsert_entities([ATENOLOL.model_copy(update={"obsolete": True})])  # atenolol withdrawn
+    loader = pubmed_loader(store, index)
+    assert loader.relink(["PMID:101"]).read["documents relinked"] == 1  # its two sentences were not listed
+    assert co_mention(store, "DOID:14323", "DRUGBANK:DB00335").evidence == {"sentences": listed, "count": 2}
+    assert co_mention(store, "DOID:14323", "HP:0002616").evidence == aortic  # unchanged pairs untouched
+    loader.relink(["PMID:100"])
+    assert co_mention(store, "DOID:14323", "DRUGBANK:DB00335") is None  # no sentence left: ended
+
+
 def test_relink_of_a_long_abstract_keeps_passages_and_sentence_numbers(
     store: BaseGraphStore, tmp_path: Path, text_embedder
 ) -> None:
