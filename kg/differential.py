@@ -444,6 +444,12 @@ class PhenotypeIndex:
                 mask[rows] = True
         return mask, unknown
 
+    def known_genes(self, genes: Iterable[str]) -> tuple[list[str], list[str]]:
+        """The genes given (each once) that some disease is associated with, and the others."""
+        genes = list(dict.fromkeys(genes))
+        unknown = self.gene_diseases(genes)[1]
+        return [g for g in genes if g not in unknown], unknown
+
     def _shown(self, prefixes: Sequence[str], genes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """The diseases a score is standardised over (those of ``prefixes``) and those it ranks: of
         these, the ones associated with ``genes`` when any are given. Candidate genes filter the

@@ -130,11 +130,9 @@ def differential(
         known, unknown = index.known(observed)
         if not known:
             raise fail(f"none of the terms is an HPO term in the graph: {', '.join(observed)} (run `medkg ingest hpo`)")
-        genes = list(dict.fromkeys(gene or []))
-        unknown_genes = index.gene_diseases(genes)[1]
-        if genes and len(unknown_genes) == len(genes):
+        genes, unknown_genes = index.known_genes(gene or [])
+        if unknown_genes and not genes:
             raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-        genes = [g for g in genes if g not in unknown_genes]
         ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespace or (), genes=genes)
         mentioned = terms_mentioned(ranked, known, excluded)
         names = c.graph.get_entities([r.disease for r in ranked] + mentioned)

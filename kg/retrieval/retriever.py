@@ -205,9 +205,7 @@ class Retriever:
         if len(observed) < DIFFERENTIAL_MIN_TERMS:
             return [], []
         # a gene named as such (its symbol as written, "a de novo STXBP1 variant") narrows the ranking
-        named = [e.name for e in linked if e.category == "Gene" and e.mention.strip() == e.name]
-        _, unknown = index.gene_diseases(named)
-        genes = [g for g in dict.fromkeys(named) if g not in unknown]
+        genes, _ = index.known_genes(e.name for e in linked if e.category == "Gene" and e.mention.strip() == e.name)
         ranked = index.rank(observed, top_k=self.differential_top, genes=genes)
         among = f" associated with {', '.join(genes)}" if genes else ""
         missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | set(observed)

@@ -236,6 +236,7 @@ def test_candidate_genes_filter_the_ranking_without_changing_scores(index: Pheno
     assert len(everything) == 3 and max(everything, key=everything.get) == "OMIM:100001"
     mask, unknown = index.gene_diseases(["gene1", "NOSUCH"])  # symbols in any case
     assert [index.diseases[i] for i in np.flatnonzero(mask)] == ["OMIM:100001"] and unknown == ["NOSUCH"]
+    assert index.known_genes(["gene1", "NOSUCH", "gene1"]) == (["gene1"], ["NOSUCH"])
     only = index.rank(case, top_k=10, genes=["GENE1"])
     assert [(c.disease, c.score, c.genes) for c in only] == [("OMIM:100001", everything["OMIM:100001"], ["GENE1"])]
     score, baseline, _ = index.scores(case, genes=["GENE1"])

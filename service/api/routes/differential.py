@@ -92,12 +92,9 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     known, unknown = index.known([*request.terms, *from_text])
     if not known:
         raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
-    genes, unknown_genes = request.genes, []
-    if genes:
-        _, unknown_genes = index.gene_diseases(genes)
-        if len(unknown_genes) == len(set(genes)):
-            raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-        genes = [g for g in dict.fromkeys(genes) if g not in unknown_genes]
+    genes, unknown_genes = index.known_genes(request.genes)
+    if unknown_genes and not genes:
+        raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
     ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces, genes=genes)
     terms = terms_mentioned(ranked, known, request.excluded)
     names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
