@@ -30,6 +30,7 @@ from kg.graph.base import BaseGraphStore
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HALVES = {"tuning": 0, "held_out": 1}  # line number (from 0) modulo 2
+GeneRanks = tuple[int, int | None, int | None, int | None]  # diseases of the gene; ranks: medkg, Resnik, pyhpo
 
 
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
@@ -75,8 +76,8 @@ def evaluate(
     base: list[tuple[int, int | None]] = []
     pyhpo_like: list[tuple[int, int | None]] = []
     evaluated: list[tuple[dict, set[str]]] = []
-    # given the causal gene: (line, diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
-    with_gene: list[tuple[int, int, int | None, int | None, int | None]] = []
+    # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
+    with_gene: list[GeneRanks] = []
     unmapped = 0
     latencies, latencies_10 = [], []
     for line, case in enumerate(cases):
@@ -101,7 +102,7 @@ def evaluate(
         pyhpo_like.append((line, index.rank_of(pyhpo_score, targets)))
         evaluated.append((case, targets))
         if case.get("genes"):
-            with_gene.append((line, *_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score))))
+            with_gene.append(_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score)))
     p50, p95 = _percentiles(latencies)
     p50_10, p95_10 = _percentiles(latencies_10)
     result = {
@@ -140,28 +141,30 @@ def evaluate(
 
 
 def _gene_ranks(
-    index: PhenotypeIndex, genes: list[str], targets: set[str], scores: tuple[np.ndarray, ...]
-) -> tuple[int, ...]:
+    index: PhenotypeIndex, genes: list[str], targets: set[str], scores: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> GeneRanks:
     """How many diseases of the namespace the case's genes are associated with, and the diagnosis' rank
     among them under each score (None when the graph does not associate it with the genes)."""
     mask, _ = index.gene_diseases(genes)
     kept = {t for t in targets if mask[index.disease_index[t]]}
     shown = [np.where(mask, s, -np.inf) for s in scores]
-    return (int(np.isfinite(shown[0]).sum()), *(index.rank_of(s, kept) if kept else None for s in shown))
+    ours, base, pyhpo = (index.rank_of(s, kept) if kept else None for s in shown)
+    return int(np.isfinite(shown[0]).sum()), ours, base, pyhpo
 
 
-def _gene_metrics(rows: list[tuple[int, int, int | None, int | None, int | None]]) -> dict:
-    """Ranking among the diseases of the causal gene: all cases with a gene, and those whose gene has
-    two or more diseases (the only ones where the phenotypes have something to decide)."""
-    several = [r for r in rows if r[1] >= 2]
+def _gene_metrics(rows: list[GeneRanks]) -> dict:
+    """Ranking among the diseases of the causal gene: how many cases name a gene and how many of those
+    the graph does not associate with their diagnosis (misses), and the metrics over the cases whose
+    gene has two or more diseases (the only ones where the phenotypes have something to decide)."""
+    several = [r for r in rows if r[0] >= 2]
     return {
         "cases": len(rows),
-        "diagnosis_not_associated_with_gene": sum(1 for r in rows if r[2] is None),
+        "diagnosis_not_associated_with_gene": sum(1 for r in rows if r[1] is None),
         "gene_with_several_diseases": len(several),
-        "median_diseases_of_gene": statistics.median([r[1] for r in several]) if several else 0,
+        "median_diseases_of_gene": statistics.median([r[0] for r in several]) if several else 0,
         **{
             name: _metrics([r[col] for r in several])
-            for col, name in ((2, "medkg"), (3, "baseline_resnik_bma"), (4, "baseline_pyhpo"))
+            for col, name in ((1, "medkg"), (2, "baseline_resnik_bma"), (3, "baseline_pyhpo"))
         },
     }
 
