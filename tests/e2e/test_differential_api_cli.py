@@ -136,4 +136,5 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "2 of 3 cases evaluated; 1 with a disease not in the graph" in r.stdout
     assert "medkg" in r.stdout and "1.000" in r.stdout  # both mappable cases rank first
+    assert "medkg minus each baseline, in points" in r.stdout and "Resnik BMA: top1 +0.0" in r.stdout
     assert "given the causal gene (1 cases; 0 whose diagnosis the graph does not associate with it" in r.stdout
