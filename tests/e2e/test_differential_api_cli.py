@@ -132,15 +132,15 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
         + json.dumps({"id": "c", "observed": ["HP:0000252"], "diseases": ["OMIM:100002"], "genes": ["MCPH1"]})
         + "\n"
     )
-    out = tmp_path / "figures.json"
-    r = run(
-        ["eval", "phenopackets", str(cases), "--json", str(out)], {"MEDKG_DATA_DIR": str(tmp_path / "data")}, tmp_path
-    )
+    evals = tmp_path / "evals"
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    r = run(["eval", "phenopackets", str(cases), "--out", str(evals)], env, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "2 of 3 cases evaluated; 1 with a disease not in the graph" in r.stdout
     assert "medkg" in r.stdout and "1.000" in r.stdout  # both mappable cases in the top 10
     assert "medkg minus each baseline, in points" in r.stdout and "Resnik BMA: top1 +0.0" in r.stdout
-    figures = json.loads(out.read_text())
+    figures = json.loads((evals / "cases.differential.json").read_text())  # what the page /eval plots
+    assert figures["file"] == "cases.jsonl" and figures["finished_at"]
     assert (figures["cases"], figures["evaluated"], figures["unmapped_disease"]) == (3, 2, 1)
     top1 = figures["medkg"]["top1"] - figures["baseline_resnik_bma"]["top1"]
     assert figures["medkg_minus"]["baseline_resnik_bma"]["top1"]["points"] == round(100 * top1, 1)

