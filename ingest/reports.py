@@ -55,6 +55,7 @@ from ingest.report import IngestReport, Problem
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker, Mention
 from kg.model import DOCUMENT, HAS_PASSAGE, MENTIONS, PASSAGE, Entity, Relation
+from kg.negation import negated as is_negated
 from kg.sql import in_chunks
 from kg.text_index import DocumentRecord, PassageRecord, TextIndex
 
@@ -377,32 +378,6 @@ class ReportStore:
 def report_store_for(text_index: TextIndex) -> ReportStore:
     """The report table that belongs with ``text_index`` (``<index dir>/reports.sqlite``)."""
     return ReportStore(text_index.directory / REPORT_STORE_FILE)
-
-
-# ---- negation (a small NegEx-style rule, for MENTIONS evidence) -----------------------------------
-_NEG_CUE = re.compile(
-    r"\b(?:no|not|without|negative for|free of|absence of|clear of|neither|nor|resolution of)\b", re.IGNORECASE
-)
-# Phrases with a cue word that negate nothing ("no change in cardiomegaly" states cardiomegaly).
-_PSEUDO_NEG = re.compile(
-    r"\b(?:no (?:significant |interval |appreciable )?(?:change|increase|decrease|worsening|improvement)"
-    r"|not (?:only|necessarily|changed|significantly changed))\b",
-    re.IGNORECASE,
-)
-# A cue's scope ends at these (the last one before a mention starts the mention's scope).
-_NEG_SCOPE_END = re.compile(
-    r"[;:]|\b(?:but|however|although|though|except|aside from|apart from|yet|which"
-    r"|there (?:is|are|has been|have been))\b",
-    re.IGNORECASE,
-)
-
-
-def _negated(before: str) -> bool:
-    """Whether a mention whose sentence reads ``before`` up to it is negated."""
-    scope = before
-    for end in _NEG_SCOPE_END.finditer(before):
-        scope = before[end.end() :]
-    return bool(_NEG_CUE.search(_PSEUDO_NEG.sub(" ", scope)))
 
 
 # ---- loading ----------------------------------------------------------------------------------------
@@ -731,7 +706,7 @@ class ReportLoader:
             sentence = item.text.sentence_at(mention.start)
             if passage is None or sentence is None:
                 continue
-            negated = _negated(text[sentence.start : mention.start])
+            negated = is_negated(text[sentence.start : mention.start], text[mention.end : sentence.end])
             for entity_id in mention.ids:
                 grouped[(passage.id, entity_id)].append((mention, negated))
         passages = {p.id: p for p in item.text.passages}

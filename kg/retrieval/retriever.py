@@ -15,6 +15,7 @@ from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
 from kg.model import TEXT_CATEGORIES, Entity, GraphPath
+from kg.negation import negated_in
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.text_index import SearchHit, TextIndex
@@ -42,6 +43,7 @@ class LinkedEntity:
     mention: str  # the words of the question it was linked from ("" for a session entity)
     method: str  # lexicon | abbreviation | vector | ner | session
     score: float
+    negated: bool = False  # the question says the patient does not have it ("no hypotonia")
 
 
 @dataclass
@@ -104,8 +106,9 @@ class Retriever:
             if not ids:
                 continue
             groups.append(ids)
+            negated = negated_in(query, m.start, m.end)
             linked += [
-                LinkedEntity(i, entities[i].name, entities[i].category, m.text, m.method, round(m.score, 4))
+                LinkedEntity(i, entities[i].name, entities[i].category, m.text, m.method, round(m.score, 4), negated)
                 for i in ids
             ]
         return linked, groups
@@ -191,24 +194,25 @@ class Retriever:
     def _wants_differential(self, query: str, linked: list[LinkedEntity]) -> bool:
         if self.phenotypes is None or not asks_for_diagnosis(query):
             return False
-        return len({e.id for e in linked if e.id.startswith("HP:")}) >= DIFFERENTIAL_MIN_TERMS
+        return len(_phenotypes(linked)[0]) >= DIFFERENTIAL_MIN_TERMS
 
     def _differential(
         self, linked: list[LinkedEntity], entities: dict[str, Entity]
     ) -> tuple[list[Candidate], list[EvidenceItem]]:
-        """Diseases ranked for the question's phenotypes; each candidate's evidence is the
-        ``HAS_PHENOTYPE`` facts of its own that matched (one item per fact, best match first)."""
+        """Diseases ranked for the question's phenotypes (those it negates, "no hypotonia", excluded);
+        each candidate's evidence is the ``HAS_PHENOTYPE`` facts of its own that matched (one item per
+        fact, best match first)."""
         assert self.phenotypes is not None
-        terms = list(dict.fromkeys(e.id for e in linked if e.id.startswith("HP:")))
+        terms, excluded = _phenotypes(linked)
         index = self.phenotypes()
         observed, _ = index.known(terms)
         if len(observed) < DIFFERENTIAL_MIN_TERMS:
             return [], []
         # a gene named as such (its symbol as written, "a de novo STXBP1 variant") narrows the ranking
         genes, _ = index.known_genes(e.name for e in linked if e.category == "Gene" and e.mention.strip() == e.name)
-        ranked = index.rank(observed, top_k=self.differential_top, genes=genes)
+        ranked = index.rank(observed, excluded, top_k=self.differential_top, genes=genes)
         among = f" associated with {', '.join(genes)}" if genes else ""
-        missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | set(observed)
+        missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | {*observed, *excluded}
         entities.update(self.graph.get_entities(missing - entities.keys()))
         name = {i: e.name for i, e in entities.items()}
         items = []
@@ -243,8 +247,16 @@ class Retriever:
                             "ddx_rank": rank,
                             "ddx_score": round(c.score, 4),
                             "ddx_genes": genes,
+                            "ddx_excluded": [name.get(t, t) for t in excluded],
                             "observed": q,
                         },
                     )
                 )
         return ranked, items
+
+
+def _phenotypes(linked: list[LinkedEntity]) -> tuple[list[str], list[str]]:
+    """The HPO terms a question states and those it negates (a term both stated and negated is stated)."""
+    phenotypes = [e for e in linked if e.id.startswith("HP:")]
+    stated = list(dict.fromkeys(e.id for e in phenotypes if not e.negated))
+    return stated, [t for t in dict.fromkeys(e.id for e in phenotypes if e.negated) if t not in stated]

@@ -71,6 +71,7 @@ class LinkedOut(BaseModel):
     mention: str
     method: str
     score: float
+    negated: bool = Field(default=False, description='The question says it is absent ("no hypotonia").')
 
 
 class PathStep(BaseModel):

@@ -132,7 +132,9 @@ class ExtractiveComposer:
             parts.append(f"{rank}. {disease} ({group[0].meta['subject']}), with {matched}")
         genes = items[0].meta.get("ddx_genes") or []
         among = f" (those associated with {_join(genes)})" if genes else ""
-        lead = f"Diseases{among} ranked by similarity of their HPO annotations to the observed phenotypes: "
+        excluded = items[0].meta.get("ddx_excluded") or []
+        without = f" ({_join(excluded)} excluded)" if excluded else ""
+        lead = f"Diseases{among} ranked by similarity of their HPO annotations to the observed phenotypes{without}: "
         return lead + "; ".join(parts) + "."
 
     @staticmethod

@@ -242,6 +242,29 @@ def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, b
     assert _severe_logs(browser) == []
 
 
+def test_a_phenotype_the_question_negates_is_shown_struck_out(live_server: str, browser) -> None:  # noqa: ANN001
+    _open(browser, live_server + "/")
+    _ask(browser, "A child with seizures and microcephaly but no hypotonia: which diagnoses are likely?")
+    chips = {c.find_element(_by("css"), "code").text: c for c in browser.find_elements(_by("css"), "#linked li")}
+    assert chips["HP:0001252"].text.startswith("no Hypotonia") and "excluded" in chips["HP:0001252"].get_attribute(
+        "class"
+    )
+    assert "excluded" not in chips["HP:0001250"].get_attribute("class")
+    assert "(Hypotonia excluded)" in browser.find_element(_by("id"), "answer").text
+    assert _severe_logs(browser) == []
+
+
+def test_differential_from_free_text_with_a_negated_phenotype(live_server: str, browser) -> None:  # noqa: ANN001
+    _open(browser, live_server + "/differential")
+    browser.find_element(_by("id"), "free-text").send_keys("Seizures and microcephaly since birth, no hypotonia.")
+    browser.find_element(_by("id"), "rank-button").click()
+    summary = _wait(browser, lambda d: d.find_element(_by("id"), "results-summary").text)
+    assert "2 from the text (Seizure (HP:0001250), Microcephaly (HP:0000252))" in summary
+    assert "1 negated in the text (Hypotonia (HP:0001252))" in summary
+    assert browser.find_elements(_by("css"), "#results tbody tr")[0].get_attribute("data-disease") == "OMIM:100001"
+    assert _severe_logs(browser) == []
+
+
 def test_evaluation_page_plots_the_runs(live_server: str, browser) -> None:  # noqa: ANN001
     _open(browser, live_server + "/eval")
     _wait(browser, lambda d: d.find_elements(_by("css"), "#acc-chart svg rect"))

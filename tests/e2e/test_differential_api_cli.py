@@ -72,7 +72,16 @@ def test_differential_over_http(client: TestClient) -> None:
     assert top["log10_lr"] > body["diseases"][1]["log10_lr"] and "baseline" in top
     text = client.post("/v1/differential", json={"text": "child with epileptic seizures and microcephaly"}).json()
     assert set(text["from_text"]) == {"HP:0001250", "HP:0000252"}
-    assert text["diseases"][0]["disease"] == "OMIM:100001"
+    assert text["diseases"][0]["disease"] == "OMIM:100001" and text["excluded_from_text"] == []
+    # a negated phenotype in the text is excluded, not observed
+    negated = client.post("/v1/differential", json={"text": "child with microcephaly, no epileptic seizures"}).json()
+    assert (negated["from_text"], negated["excluded_from_text"]) == (["HP:0000252"], ["HP:0001250"])
+    assert negated["observed"] == ["HP:0000252"] and negated["excluded"] == ["HP:0001250"]
+    assert negated["term_names"]["HP:0001250"] == "Seizure"
+    both = client.post(
+        "/v1/differential", json={"text": "seizures were absent", "terms": ["HP:0000252"], "excluded": ["HP:0001250"]}
+    ).json()
+    assert both["excluded"] == ["HP:0001250"]  # given and negated: once
     old = client.post("/v1/differential", json={"terms": [OBSOLETE, "HP:0000252"], "top_k": 2}).json()
     assert old["observed"] == ["HP:0001250", "HP:0000252"] and old["replaced_terms"] == {OBSOLETE: ["HP:0001250"]}
     assert [d["score"] for d in old["diseases"]] == [d["score"] for d in body["diseases"]]

@@ -187,6 +187,13 @@ def test_a_question_listing_phenotypes_routes_to_the_differential(client: TestCl
     assert [d["disease"] for d in gene["differential"]] == ["OMIM:100002"]
     assert "Diseases (those associated with TBCK) ranked" in gene["answer"]
     assert "KG:OMIM:100002-HAS_PHENOTYPE-HP:0001252" in {c["id"] for c in gene["citations"]}
+    # a phenotype the question negates is excluded from the case, and the answer says so
+    negated = _qa(client, "A child with seizures and microcephaly but no hypotonia: which diagnoses are likely?")
+    flags = {e["id"]: e["negated"] for e in negated["linked_entities"] if e["id"].startswith("HP:")}
+    assert flags == {"HP:0001250": False, "HP:0000252": False, "HP:0001252": True}
+    assert [d["disease"] for d in negated["differential"]][:1] == ["OMIM:100001"]
+    assert all(m["observed"] != "HP:0001252" for d in negated["differential"] for m in d["matches"])
+    assert "to the observed phenotypes (Hypotonia excluded):" in negated["answer"]
 
 
 def test_paths_between_linked_entities_are_returned_and_cited(client: TestClient) -> None:

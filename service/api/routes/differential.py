@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from kg.curie import normalize_curie
 from kg.differential import terms_mentioned
+from kg.negation import negated_in
 from service.api.deps import get_container
 from service.container import Container
 
@@ -18,7 +19,12 @@ Deps = Annotated[Container, Depends(get_container)]
 
 class DifferentialRequest(BaseModel):
     terms: list[str] = Field(default_factory=list, max_length=200, description="Observed HPO terms.")
-    text: str | None = Field(default=None, max_length=5000, description="Free text, linked to HPO terms.")
+    text: str | None = Field(
+        default=None,
+        max_length=5000,
+        description='Free text, linked to HPO terms; a negated one ("no hypotonia", "seizures were absent") '
+        "counts as excluded.",
+    )
     excluded: list[str] = Field(default_factory=list, max_length=500, description="HPO terms ruled out.")
     top_k: int = Field(default=10, ge=1, le=500)
     namespaces: list[str] = Field(
@@ -64,7 +70,10 @@ class DiseaseOut(BaseModel):
 
 class DifferentialResponse(BaseModel):
     observed: list[str]
-    from_text: list[str]
+    from_text: list[str] = Field(description="The HPO terms the text states (observed).")
+    excluded_from_text: list[str] = Field(
+        default_factory=list, description='The HPO terms the text negates (excluded: "no hypotonia").'
+    )
     unknown_terms: list[str]
     replaced_terms: dict[str, list[str]] = Field(
         default_factory=dict,
@@ -84,10 +93,8 @@ class DifferentialResponse(BaseModel):
 
 @router.post("/differential", response_model=DifferentialResponse)
 def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
-    from_text: list[str] = []
-    if request.text:
-        mentions = c.linker.link_query(request.text)
-        from_text = list(dict.fromkeys(i for m in mentions for i in m.ids if i.startswith("HP:")))
+    from_text, excluded_from_text = _text_terms(c, request.text) if request.text else ([], [])
+    excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
     index = c.phenotype_index
     known, unknown = index.known([*request.terms, *from_text])
     if not known:
@@ -95,18 +102,19 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     genes, unknown_genes = index.known_genes(request.genes)
     if unknown_genes and not genes:
         raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-    ranked = index.rank(known, request.excluded, top_k=request.top_k, prefixes=request.namespaces, genes=genes)
-    terms = terms_mentioned(ranked, known, request.excluded)
+    ranked = index.rank(known, excluded, top_k=request.top_k, prefixes=request.namespaces, genes=genes)
+    terms = terms_mentioned(ranked, known, excluded)
     names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
     return DifferentialResponse(
         observed=known,
         from_text=from_text,
+        excluded_from_text=excluded_from_text,
         unknown_terms=unknown,
         replaced_terms={
             **index.replacements([*request.terms, *from_text]),
-            **index.replacements(request.excluded, broaden=False),
+            **index.replacements(excluded, broaden=False),
         },
-        excluded=request.excluded,
+        excluded=excluded,
         genes=genes,
         unknown_genes=unknown_genes,
         diseases=[
@@ -126,3 +134,14 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         ],
         term_names={t: names[t].name for t in terms if t in names and names[t].name},
     )
+
+
+def _text_terms(c: Container, text: str) -> tuple[list[str], list[str]]:
+    """The HPO terms the entity linker finds in ``text``: those it states, and those it negates (a term
+    both stated and negated counts as stated)."""
+    stated: dict[str, None] = {}
+    negated: dict[str, None] = {}
+    for m in c.linker.link_query(text):
+        into = negated if negated_in(text, m.start, m.end) else stated
+        into.update((i, None) for i in m.ids if i.startswith("HP:"))
+    return list(stated), [t for t in negated if t not in stated]

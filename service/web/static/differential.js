@@ -162,7 +162,8 @@
       );
     });
     const parts = [`${r.observed.length} observed term(s)`];
-    if (r.from_text.length) parts.push(`${r.from_text.length} from the text (${r.from_text.join(", ")})`);
+    if (r.from_text.length) parts.push(`${r.from_text.length} from the text (${r.from_text.map(named).join(", ")})`);
+    if (r.excluded_from_text.length) parts.push(`${r.excluded_from_text.length} negated in the text (${r.excluded_from_text.map(named).join(", ")})`);
     if (r.excluded.length) parts.push(`${r.excluded.length} excluded (${r.excluded.map(named).join(", ")})`);
     if (r.unknown_terms.length) parts.push(`unknown to the graph: ${r.unknown_terms.join(", ")}`);
     if (r.genes.length) parts.push(`only the diseases of ${r.genes.join(", ")}`);

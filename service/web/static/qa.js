@@ -148,7 +148,12 @@
     const chips = $("linked");
     chips.replaceChildren(
       ...[...new Map(r.linked_entities.map((x) => [x.id, x])).values()].map((x) =>
-        el("li", { class: "chip", title: `${x.method}, score ${x.score.toFixed(2)}` }, el("span", { text: x.name }), el("code", { class: "id", text: x.id })),
+        el(
+          "li",
+          { class: x.negated ? "chip excluded" : "chip", title: `${x.method}, score ${x.score.toFixed(2)}${x.negated ? ", negated in the question" : ""}` },
+          el("span", { text: x.negated ? `no ${x.name}` : x.name }),
+          el("code", { class: "id", text: x.id }),
+        ),
       ),
     );
     $("expanded").textContent = r.expanded_query !== r.question ? `Searched as: ${r.expanded_query}` : "";

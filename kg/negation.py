@@ -1,0 +1,59 @@
+"""Whether a mention in clinical text is negated: a small NegEx-style rule (Chapman et al. 2001).
+
+A mention is negated when a negation cue ("no", "without", "denies", "negative for" ...) stands before
+it in its sentence with nothing that ends the cue's scope in between ("but", "however", "with", a
+semicolon ...), or when its clause goes on to say it is absent ("seizures were absent", "hypotonia was
+not observed"). Phrases that hold a cue word but negate nothing ("no change in cardiomegaly", "not
+only") are ignored. Radiology reports use it for their MENTIONS evidence ("No pneumothorax or large
+pleural effusion."); the differential and the QA count a negated phenotype in a question or case text
+as excluded ("seizures and microcephaly, no hypotonia").
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["negated", "negated_in"]
+
+# Not "absent", "lack of" or "never" before a mention: in a phenotype description they state a finding
+# ("absent thumbs", "lack of speech", "never walked") and would negate the rest of the sentence.
+_CUE = re.compile(
+    r"\b(?:no|not|without|negative for|free of|absence of|clear of|neither|nor|resolution of|denies|denied)\b",
+    re.IGNORECASE,
+)
+# Phrases with a cue word that negate nothing ("no change in cardiomegaly" states cardiomegaly).
+_PSEUDO = re.compile(
+    r"\b(?:no (?:significant |interval |appreciable )?(?:change|increase|decrease|worsening|improvement)"
+    r"|not (?:only|necessarily|changed|significantly changed))\b",
+    re.IGNORECASE,
+)
+# A cue's scope ends at these (the last one before a mention starts the mention's scope). "with" ends
+# it ("no fever, with seizures"); "without" is a word of its own and does not.
+_SCOPE_END = re.compile(
+    r"[;:]|\b(?:but|however|although|though|except|aside from|apart from|yet|which|with"
+    r"|there (?:is|are|has been|have been))\b",
+    re.IGNORECASE,
+)
+# After the mention, in its clause: "... was absent", "... were not observed", "... ruled out".
+_POST = re.compile(
+    r"^\W*(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:absent|not (?:present|observed|seen|noted|found"
+    r"|reported|detected)|ruled out|excluded)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def negated(before: str, after: str = "") -> bool:
+    """Whether a mention whose sentence reads ``before`` up to it (and ``after`` from its end) is
+    negated."""
+    scope = before
+    for end in _SCOPE_END.finditer(before):
+        scope = before[end.end() :]
+    return bool(_CUE.search(_PSEUDO.sub(" ", scope))) or bool(_POST.match(after))
+
+
+def negated_in(text: str, start: int, end: int) -> bool:
+    """Whether the mention at ``text[start:end]`` is negated within its sentence."""
+    sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+    following = _SENTENCE_END.search(text, end)
+    return negated(text[sentence_start:start], text[end : following.start() if following else len(text)])

@@ -1,0 +1,44 @@
+"""The NegEx-style negation rule shared by radiology reports, the differential and the QA."""
+
+from __future__ import annotations
+
+import pytest
+
+from kg.negation import negated, negated_in
+
+
+def _at(text: str, mention: str) -> bool:
+    start = text.index(mention)
+    return negated_in(text, start, start + len(mention))
+
+
+@pytest.mark.parametrize(
+    ("text", "mention", "expected"),
+    [
+        ("Child with seizures and microcephaly, no hypotonia.", "hypotonia", True),
+        ("Child with seizures and microcephaly, no hypotonia.", "seizures", False),
+        ("Child with seizures and microcephaly, no hypotonia.", "microcephaly", False),
+        ("No pneumothorax or large pleural effusion.", "pleural effusion", True),  # a cue covers a list
+        ("No fever, but seizures since infancy.", "seizures", False),  # "but" ends its scope
+        ("Boy without hypotonia, with seizures and microcephaly.", "hypotonia", True),
+        ("Boy without hypotonia, with seizures and microcephaly.", "seizures", False),  # "with" ends it too
+        ("Patient denies chest pain.", "chest pain", True),
+        ("Negative for ataxia.", "ataxia", True),
+        ("No change in cardiomegaly.", "cardiomegaly", False),  # a pseudo-negation
+        ("Seizures were absent. Microcephaly was noted.", "Seizures", True),  # negated after the mention
+        ("Seizures were absent. Microcephaly was noted.", "Microcephaly", False),  # the next sentence
+        ("Hypotonia was not observed on examination.", "Hypotonia", True),
+        ("Absent thumbs and short stature.", "short stature", False),  # "absent" states a finding before one
+        ("Never walked; seizures from 2 years.", "seizures", False),
+        ("Macrocephaly (head circumference 2.5 SD) and no seizures", "Macrocephaly", False),  # "2.5" ends nothing
+        ("Macrocephaly (head circumference 2.5 SD) and no seizures", "seizures", True),
+    ],
+)
+def test_negated_in(text: str, mention: str, expected: bool) -> None:
+    assert _at(text, mention) is expected
+
+
+def test_negated_reads_the_text_around_the_mention() -> None:
+    assert negated("There is no ") and not negated("There is ")
+    assert negated("", " is absent") and not negated("", " is present")
+    assert not negated("no effusion; there is ")  # a scope ends at the semicolon
