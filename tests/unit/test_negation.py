@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kg.negation import negated, negated_in
+from kg.negation import negated, negated_in, negated_mentions
 
 
 def _at(text: str, mention: str) -> bool:
@@ -42,3 +42,17 @@ def test_negated_reads_the_text_around_the_mention() -> None:
     assert negated("There is no ") and not negated("There is ")
     assert negated("", " is absent") and not negated("", " is present")
     assert not negated("no effusion; there is ")  # a scope ends at the semicolon
+
+
+def test_words_inside_other_mentions_neither_open_nor_end_a_scope() -> None:
+    text = "Microtia. No flat face, face with broad temples or ptosis."
+    spans = [(text.index(w), text.index(w) + len(w)) for w in ("Microtia", "flat face", "face with broad temples")]
+    spans.append((text.index("ptosis"), text.index("ptosis") + len("ptosis")))
+    assert negated_mentions(text, spans) == [False, True, True, True]
+    assert not _at(text, "ptosis")  # read without the mentions, "with" would end the scope
+    named = "No social interaction, seizures and hypotonia."  # a concept named with "no"
+    spans = [(0, len("No social interaction")), (named.index("seizures"), named.index("seizures") + 8)]
+    assert negated_mentions(named, spans) == [False, False]
+    # a mention that spans the cue (a whole short question linked as one concept) hides nothing
+    short = "no seizures"
+    assert negated_mentions(short, [(0, len(short)), (3, len(short))]) == [False, True]

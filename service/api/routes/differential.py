@@ -8,8 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field, field_validator
 
 from kg.curie import normalize_curie
-from kg.differential import terms_mentioned
-from kg.negation import negated_in
+from kg.differential import terms_in_text, terms_mentioned
 from service.api.deps import get_container
 from service.container import Container
 
@@ -93,7 +92,7 @@ class DifferentialResponse(BaseModel):
 
 @router.post("/differential", response_model=DifferentialResponse)
 def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
-    from_text, excluded_from_text = _text_terms(c, request.text) if request.text else ([], [])
+    from_text, excluded_from_text = terms_in_text(c.linker, request.text) if request.text else ([], [])
     excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
     index = c.phenotype_index
     known, unknown = index.known([*request.terms, *from_text])
@@ -134,14 +133,3 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         ],
         term_names={t: names[t].name for t in terms if t in names and names[t].name},
     )
-
-
-def _text_terms(c: Container, text: str) -> tuple[list[str], list[str]]:
-    """The HPO terms the entity linker finds in ``text``: those it states, and those it negates (a term
-    both stated and negated counts as stated)."""
-    stated: dict[str, None] = {}
-    negated: dict[str, None] = {}
-    for m in c.linker.link_query(text):
-        into = negated if negated_in(text, m.start, m.end) else stated
-        into.update((i, None) for i in m.ids if i.startswith("HP:"))
-    return list(stated), [t for t in negated if t not in stated]
