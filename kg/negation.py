@@ -65,11 +65,17 @@ def negated_mentions(text: str, spans: list[tuple[int, int]]) -> list[bool]:
     """For each mention ``(start, end)`` of ``text``, whether it is negated, reading the text with the
     other mentions (those that do not overlap it) blanked out: a cue or a scope's end inside another
     concept's own words counts for nothing."""
-    out = []
-    for start, end in spans:
+
+    def blanked(keep: tuple[int, int] | None) -> str:
         chars = list(text)
         for s, e in spans:
-            if e <= start or s >= end:
+            if keep is None or e <= keep[0] or s >= keep[1]:
                 chars[s:e] = " " * (e - s)
-        out.append(negated_in("".join(chars), start, end))
+        return "".join(chars)
+
+    every = blanked(None)  # a mention's own words are never read: one text serves all but overlapping ones
+    out = []
+    for i, (start, end) in enumerate(spans):
+        overlapped = any(s < end and e > start for j, (s, e) in enumerate(spans) if j != i)
+        out.append(negated_in(blanked((start, end)) if overlapped else every, start, end))
     return out
