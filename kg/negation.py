@@ -36,7 +36,9 @@ _SCOPE_END = re.compile(
     r"|there (?:is|are|has been|have been))\b",
     re.IGNORECASE,
 )
-# After the mention, in its clause: "... was absent", "... were not observed", "... ruled out".
+# After the mention, in its clause (up to a comma or a scope's end): "... was absent", "... were not
+# observed", "... ruled out".
+_CLAUSE_END = re.compile(r",|" + _SCOPE_END.pattern, re.IGNORECASE)
 _POST = re.compile(
     r"^\W*(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:absent|not (?:present|observed|seen|noted|found"
     r"|reported|detected)|ruled out|excluded)\b",
@@ -51,7 +53,8 @@ def negated(before: str, after: str = "") -> bool:
     scope = before
     for end in _SCOPE_END.finditer(before):
         scope = before[end.end() :]
-    return bool(_CUE.search(_PSEUDO.sub(" ", scope))) or bool(_POST.match(after))
+    clause = after[: m.start()] if (m := _CLAUSE_END.search(after)) else after
+    return bool(_CUE.search(_PSEUDO.sub(" ", scope))) or bool(_POST.match(clause))
 
 
 def negated_in(text: str, start: int, end: int) -> bool:

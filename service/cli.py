@@ -107,9 +107,18 @@ def search(
 
 @app.command()
 def differential(
-    terms: Annotated[list[str], typer.Argument(help="Observed HPO terms, e.g. HP:0001250 HP:0000252.")],
+    terms: Annotated[
+        list[str] | None, typer.Argument(help="Observed HPO terms, e.g. HP:0001250 HP:0000252.", show_default=False)
+    ] = None,
     exclude: Annotated[
         list[str] | None, typer.Option("--exclude", help="An HPO term the patient does not have.")
+    ] = None,
+    text: Annotated[
+        str | None,
+        typer.Option(
+            "--text",
+            help='The patient described in words, linked to HPO terms; what it negates ("no hypotonia") is excluded.',
+        ),
     ] = None,
     top_k: Annotated[int, typer.Option("--top", min=1, max=500, help="How many diseases.")] = 10,
     namespace: Annotated[list[str] | None, typer.Option(help="Rank only OMIM, ORPHA or DECIPHER diseases.")] = None,
@@ -119,17 +128,22 @@ def differential(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms, with matched phenotypes, genes and PMIDs."""
+    """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms (or a description, --text), with matched
+    phenotypes, genes and PMIDs."""
     from kg.curie import normalize_curie
-    from kg.differential import terms_mentioned
+    from kg.differential import terms_in_text, terms_mentioned
 
+    if not terms and not text:
+        raise fail("give observed HPO terms (HP:...) or --text")
     with container() as c:
-        observed = [normalize_curie(t) for t in terms]
-        excluded = [normalize_curie(t) for t in exclude or []]
+        from_text, excluded_from_text = terms_in_text(c.linker, text) if text else ([], [])
+        observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms or []), *from_text]))
+        excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude or []), *excluded_from_text]))
         index = c.phenotype_index
         known, unknown = index.known(observed)
         if not known:
-            raise fail(f"none of the terms is an HPO term in the graph: {', '.join(observed)} (run `medkg ingest hpo`)")
+            given = ", ".join(observed) or "none linked from the text"
+            raise fail(f"none of the terms is an HPO term in the graph: {given} (run `medkg ingest hpo`)")
         genes, unknown_genes = index.known_genes(gene or [])
         if unknown_genes and not genes:
             raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
@@ -138,6 +152,8 @@ def differential(
         names = c.graph.get_entities([r.disease for r in ranked] + mentioned)
     data = {
         "observed": known,
+        "from_text": from_text,
+        "excluded_from_text": excluded_from_text,
         "unknown_terms": unknown,
         "replaced_terms": {**index.replacements(observed), **index.replacements(excluded, broaden=False)},
         "excluded": excluded,
@@ -148,6 +164,10 @@ def differential(
     }
 
     def render(d: dict[str, Any]) -> None:
+        named = d["term_names"]
+        for label, key in (("from the text", "from_text"), ("negated in the text, excluded", "excluded_from_text")):
+            if d[key]:
+                err.print(f"{label}: {', '.join(f'{named.get(t, t)} ({t})' for t in d[key])}", highlight=False)
         if d["unknown_terms"]:
             err.print(f"not in the graph, ignored: {', '.join(d['unknown_terms'])}")
         for term, now in d["replaced_terms"].items():

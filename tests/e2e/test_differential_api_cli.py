@@ -128,6 +128,18 @@ def test_differential_cli(tmp_path: Path) -> None:
     assert [d["disease"] for d in json.loads(gene.stdout)["diseases"]] == ["OMIM:100002"]
     unknown = run(["differential", "HP:0001250", "--gene", "NOSUCHGENE"], env, tmp_path)
     assert unknown.returncode == 2 and "no disease in the graph is associated with NOSUCHGENE" in unknown.stderr
+    # a description instead of (or besides) terms; what it negates is excluded
+    text = run(["differential", "--text", "Microcephaly; seizures were absent.", "--json"], env, tmp_path)
+    assert text.returncode == 0, text.stderr
+    described = json.loads(text.stdout)
+    assert (described["observed"], described["excluded"]) == (["HP:0000252"], ["HP:0001250"])
+    assert (described["from_text"], described["excluded_from_text"]) == (["HP:0000252"], ["HP:0001250"])
+    shown = run(["differential", "HP:0000252", "--text", "no epileptic seizures"], env, tmp_path)
+    assert shown.returncode == 0 and "negated in the text, excluded: Seizure (HP:0001250)" in shown.stderr
+    nothing = run(["differential"], env, tmp_path)
+    assert nothing.returncode == 2 and "give observed HPO terms (HP:...) or --text" in nothing.stderr
+    none_linked = run(["differential", "--text", "no epileptic seizures"], env, tmp_path)
+    assert none_linked.returncode == 2 and "none linked from the text" in none_linked.stderr
 
 
 def test_eval_phenopackets_command(tmp_path: Path) -> None:

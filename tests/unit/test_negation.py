@@ -28,6 +28,9 @@ def _at(text: str, mention: str) -> bool:
         ("Seizures were absent. Microcephaly was noted.", "Seizures", True),  # negated after the mention
         ("Seizures were absent. Microcephaly was noted.", "Microcephaly", False),  # the next sentence
         ("Hypotonia was not observed on examination.", "Hypotonia", True),
+        ("Microcephaly; seizures were absent.", "Microcephaly", False),  # the next clause's "absent"
+        ("Microcephaly; seizures were absent.", "seizures", True),
+        ("Ataxia, hypotonia was absent.", "Ataxia", False),
         ("Absent thumbs and short stature.", "short stature", False),  # "absent" states a finding before one
         ("Never walked; seizures from 2 years.", "seizures", False),
         ("Macrocephaly (head circumference 2.5 SD) and no seizures", "Macrocephaly", False),  # "2.5" ends nothing
@@ -45,6 +48,9 @@ def test_negated_reads_the_text_around_the_mention() -> None:
 
 
 def test_words_inside_other_mentions_neither_open_nor_end_a_scope() -> None:
+    blank_after = "Microcephaly; seizures were absent."  # the blanked "seizures" leaves "; were absent"
+    spans = [(0, 12), (14, 22)]
+    assert negated_mentions(blank_after, spans) == [False, True]
     text = "Microtia. No flat face, face with broad temples or ptosis."
     spans = [(text.index(w), text.index(w) + len(w)) for w in ("Microtia", "flat face", "face with broad temples")]
     spans.append((text.index("ptosis"), text.index("ptosis") + len("ptosis")))
