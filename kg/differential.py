@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from kg.graph.base import BaseGraphStore
-from kg.negation import negated_mentions
+from kg.negation import by_polarity, negated_mentions
 
 if TYPE_CHECKING:
     from kg.linker import EntityLinker
@@ -173,12 +173,10 @@ def terms_mentioned(candidates: Iterable[Candidate], *case: Iterable[str]) -> li
 def terms_in_text(linker: EntityLinker, text: str) -> tuple[list[str], list[str]]:
     """The HPO terms the entity linker finds in ``text``: those it states, and those it negates ("no
     hypotonia", "seizures were absent"; a term both stated and negated counts as stated)."""
-    stated: dict[str, None] = {}
-    negated: dict[str, None] = {}
     mentions = linker.link_query(text)
-    for m, negative in zip(mentions, negated_mentions(text, [(m.start, m.end) for m in mentions]), strict=True):
-        (negated if negative else stated).update((i, None) for i in m.ids if i.startswith("HP:"))
-    return list(stated), [t for t in negated if t not in stated]
+    negations = negated_mentions(text, [(m.start, m.end) for m in mentions])
+    found = zip(mentions, negations, strict=True)
+    return by_polarity((i, negative) for m, negative in found for i in m.ids if i.startswith("HP:"))
 
 
 class PhenotypeIndex:

@@ -14,8 +14,9 @@ as excluded ("seizures and microcephaly, no hypotonia").
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["negated", "negated_in", "negated_mentions"]
+__all__ = ["by_polarity", "negated", "negated_in", "negated_mentions"]
 
 # Not "absent", "lack of" or "never" before a mention: in a phenotype description they state a finding
 # ("absent thumbs", "lack of speech", "never walked") and would negate the rest of the sentence.
@@ -82,3 +83,13 @@ def negated_mentions(text: str, spans: list[tuple[int, int]]) -> list[bool]:
         overlapped = any(s < end and e > start for j, (s, e) in enumerate(spans) if j != i)
         out.append(negated_in(blanked((start, end)) if overlapped else every, start, end))
     return out
+
+
+def by_polarity(found: Iterable[tuple[str, bool]]) -> tuple[list[str], list[str]]:
+    """``(id, negated)`` pairs as the ids stated and the ids negated, each once in first-seen order; an id
+    both stated and negated ("seizures ... no seizures since") counts as stated."""
+    stated: dict[str, None] = {}
+    negated: dict[str, None] = {}
+    for i, negative in found:
+        (negated if negative else stated)[i] = None
+    return list(stated), [i for i in negated if i not in stated]

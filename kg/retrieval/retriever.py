@@ -15,7 +15,7 @@ from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
 from kg.model import TEXT_CATEGORIES, Entity, GraphPath
-from kg.negation import negated_mentions
+from kg.negation import by_polarity, negated_mentions
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.text_index import SearchHit, TextIndex
@@ -257,6 +257,4 @@ class Retriever:
 
 def _phenotypes(linked: list[LinkedEntity]) -> tuple[list[str], list[str]]:
     """The HPO terms a question states and those it negates (a term both stated and negated is stated)."""
-    phenotypes = [e for e in linked if e.id.startswith("HP:")]
-    stated = list(dict.fromkeys(e.id for e in phenotypes if not e.negated))
-    return stated, [t for t in dict.fromkeys(e.id for e in phenotypes if e.negated) if t not in stated]
+    return by_polarity((e.id, e.negated) for e in linked if e.id.startswith("HP:"))

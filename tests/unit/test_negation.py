@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kg.negation import negated, negated_in, negated_mentions
+from kg.negation import by_polarity, negated, negated_in, negated_mentions
 
 
 def _at(text: str, mention: str) -> bool:
@@ -62,3 +62,9 @@ def test_words_inside_other_mentions_neither_open_nor_end_a_scope() -> None:
     # a mention that spans the cue (a whole short question linked as one concept) hides nothing
     short = "no seizures"
     assert negated_mentions(short, [(0, len(short)), (3, len(short))]) == [False, True]
+
+
+def test_by_polarity() -> None:
+    found = [("HP:1", False), ("HP:2", True), ("HP:3", True), ("HP:2", False), ("HP:1", True), ("HP:3", True)]
+    assert by_polarity(found) == (["HP:1", "HP:2"], ["HP:3"])  # stated wins; each once, first-seen order
+    assert by_polarity([]) == ([], [])
