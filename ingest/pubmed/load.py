@@ -7,9 +7,8 @@ entities, and write
   ``Passage`` (``PMID:123#s4``, description = its text) ``-MENTIONS->`` entity, the edge carrying
   the character spans within the passage, the surface text, how it was linked and a score;
 * ``Document -HAS_MESH_TERM-> MESH:D…`` for each MeSH heading with a descriptor UI;
-* ``CO_MENTIONED`` between entities linked in the same sentence, evidence = the sentence ids,
-  count = how many (merged with what the edge already had, so counts grow across documents and
-  re-loading a document changes nothing);
+* ``CO_MENTIONED`` between entities linked in the same sentence, evidence = the sentence ids (the
+  first ``MAX_EVIDENCE``), count = how many, across documents;
 * the passages into the dense and BM25 indexes, and the citation record.
 
 Unchanged articles are skipped by a content fingerprint (kept with the citation record, written
@@ -18,6 +17,12 @@ so re-running a load adds nothing and an interrupted load resumes from its last 
 changed article replaces its passages: those that no longer exist are retired (marked obsolete,
 their edges invalidated, removed from the indexes). A ``DeleteCitation`` does the same for the whole
 document; a retraction flags the document and its passages.
+
+What a document links (its ``MENTIONS`` edges, its sentences in ``CO_MENTIONED`` evidence) changes
+by one rule whether it is loaded for the first time, loaded again changed, deleted or relinked
+(``_replace_links``): what it linked before is read back from its stored passages and their
+``MENTIONS`` spans, edges no longer found end, and its sentences in every pair's evidence are
+replaced, so counts stay exact past the listed sentence ids.
 
 The citation record also keeps the signature of the linker that linked the article. ``relink`` links
 loaded documents again from their stored passages when the linker has changed since (an ontology
@@ -68,6 +73,23 @@ class _Prepared:
     fingerprint: str
     text: ArticleText
     mentions: list[Mention] = field(default_factory=list)
+
+
+@dataclass
+class _Links:
+    """What one document links: its ``MENTIONS`` edges by key and the co-mention pairs they make."""
+
+    edges: dict[str, Relation] = field(default_factory=dict)
+    pairs: Pairs = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, text: ArticleText, mentions: Sequence[Mention]) -> _Links:
+        return cls({e.key: e for e in _mention_edges(text, mentions)}, _co_mention_pairs(text, mentions))
+
+    def same_as(self, other: _Links) -> bool:
+        return self.edges.keys() == other.edges.keys() and all(
+            e.evidence.get("spans") == other.edges[k].evidence.get("spans") for k, e in self.edges.items()
+        )
 
 
 def fingerprint(article: Article, max_words: int) -> str:
@@ -188,8 +210,9 @@ class PubmedLoader:
             for item, mentions in zip(prepared, self.linker.link_docs(docs), strict=True):
                 item.mentions = mentions
             report.timed("linking", time.perf_counter() - t0)
+        previous = self._stored_links([item.text.doc_id for item in prepared])
         self._retire_changed(prepared, known, report)
-        self._write_graph(prepared, report)
+        self._write_graph(prepared, previous, report)
         t0 = time.perf_counter()
         added = self.text_index.add(self._passage_records(prepared))
         report.count("passages embedded", added.embedded)
@@ -226,11 +249,10 @@ class PubmedLoader:
             linked_with=self.linker.signature if self.linker is not None else None,
         )
 
-    def _write_graph(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
+    def _write_graph(self, prepared: Sequence[_Prepared], previous: dict[str, _Links], report: IngestReport) -> None:
         t0 = time.perf_counter()
         entities: list[Entity] = []
         relations: list[Relation] = []
-        pairs: dict[tuple[str, str], set[str]] = defaultdict(set)
         for item in prepared:
             a, doc_id = item.article, item.text.doc_id
             entities.append(
@@ -254,35 +276,13 @@ class PubmedLoader:
                         Relation(subject=doc_id, type=HAS_MESH_TERM, object=f"MESH:{heading.ui}", source=SOURCE,
                                  evidence=evidence)
                     )  # fmt: skip
-            relations.extend(_mention_edges(item.text, item.mentions))
-            for pair, sentences in _co_mention_pairs(item.text, item.mentions).items():
-                pairs[pair] |= sentences
         report.entities += self.store.upsert_entities(entities)
         report.relations += self.store.upsert_relations(relations)
-        if pairs:
-            report.relations += self.store.upsert_relations(self._co_mentions(pairs))
+        now = {item.text.doc_id: _Links.of(item.text, item.mentions) for item in prepared}
+        self._replace_links({doc: (previous.get(doc, _Links()), links) for doc, links in now.items()}, report)
         report.count("passages", sum(len(p.text.passages) for p in prepared))
         report.count("mentions", sum(len(p.mentions) for p in prepared))
         report.timed("write graph", time.perf_counter() - t0)
-
-    def _co_mentions(self, pairs: dict[tuple[str, str], set[str]]) -> list[Relation]:
-        fresh = [Relation(subject=a, type=CO_MENTIONED, object=b, source=SOURCE) for a, b in pairs]
-        stored = self.store.current_relations(fresh)
-        out = []
-        for rel in fresh:
-            sentences = pairs[(rel.subject, rel.object)]
-            old = stored.get(rel.key)
-            kept = set(old.evidence.get("sentences", [])) if old else set()
-            count = int(old.evidence.get("count", 0)) if old else 0
-            new = sentences - kept
-            if old is not None and not new:
-                continue
-            # Sentence ids past the cap are counted but not listed; a re-load of a document whose
-            # sentences were past the cap counts them again (documented limit; a relink is exact:
-            # _replace_co_mention_evidence).
-            merged = sorted(kept | new, key=_sentence_order)[:MAX_EVIDENCE]
-            out.append(rel.model_copy(update={"evidence": {"sentences": merged, "count": count + len(new)}}))
-        return out
 
     # ---- retirement: changed, deleted and retracted documents ---------------------------------
     def _retire_changed(self, prepared: Sequence[_Prepared], known: dict[str, DocumentRecord], report) -> None:
@@ -296,64 +296,17 @@ class PubmedLoader:
             report.count("passages retired", len(stale))
 
     def _retire_passages(self, passage_ids: Sequence[str], report: IngestReport) -> None:
-        """Obsolete passages: flagged in the graph, their edges ended, gone from the indexes; the
-        sentences they held are taken out of CO_MENTIONED evidence."""
-        ended: list[Relation] = []
-        mentioned: set[str] = set()
-        for pid in passage_ids:
-            for n in self.store.neighbours(pid, rel_types=[MENTIONS, HAS_PASSAGE], limit=100_000):
-                ended.append(n.relation)
-                if n.relation.type == MENTIONS:
-                    mentioned.add(n.entity.id)
+        """Obsolete passages: flagged in the graph, their ``HAS_PASSAGE`` edges ended, gone from the
+        indexes. What they mention is the caller's (``_replace_links``)."""
+        ended = [
+            n.relation
+            for pid in passage_ids
+            for n in self.store.neighbours(pid, rel_types=[HAS_PASSAGE], direction="in")
+        ]
         stored = self.store.get_entities(passage_ids)
         self.store.upsert_entities(e.model_copy(update={"obsolete": True}) for e in stored.values())
         report.relations.invalidated += self.store.invalidate_relations(ended)
-        prefixes = tuple(f"{pid.split('#')[0]}#s" for pid in passage_ids)
-        self._drop_co_mention_evidence(mentioned, set(passage_ids), prefixes, report)
         self.text_index.remove(passage_ids)
-
-    def _drop_co_mention_evidence(
-        self, entity_ids: set[str], passage_ids: set[str], doc_prefixes: tuple[str, ...], report: IngestReport
-    ) -> None:
-        candidates = [
-            Relation(subject=a, type=CO_MENTIONED, object=b, source=SOURCE)
-            for a, b in itertools.combinations(sorted(entity_ids), 2)
-        ]
-        if not candidates:
-            return
-        passages_by_doc = {p.split("#")[0]: set() for p in passage_ids}
-        for p in passage_ids:
-            passages_by_doc[p.split("#")[0]].add(p)
-        updates, ends = [], []
-        for rel in self.store.current_relations(candidates).values():
-            sentences = rel.evidence.get("sentences", [])
-            gone = [s for s in sentences if s.startswith(doc_prefixes) and self._sentence_in(s, passage_ids)]
-            if not gone:
-                continue
-            left = [s for s in sentences if s not in gone]
-            count = max(0, int(rel.evidence.get("count", len(sentences))) - len(gone))
-            if count == 0:
-                ends.append(rel)
-            else:
-                updates.append(rel.model_copy(update={"evidence": {"sentences": left, "count": count}}))
-        if updates:
-            report.relations += self.store.upsert_relations(updates)
-        if ends:
-            report.relations.invalidated += self.store.invalidate_relations(ends)
-
-    def _sentence_in(self, sentence_id: str, passage_ids: set[str]) -> bool:
-        """Whether a sentence id belongs to one of the (retired) passages, by the stored HAS_PASSAGE
-        sentence range of each passage."""
-        doc_id, _, frag = sentence_id.partition("#s")
-        index = int(frag)
-        for pid in passage_ids:
-            if not pid.startswith(doc_id + "#"):
-                continue
-            for n in self.store.neighbours(pid, rel_types=[HAS_PASSAGE], direction="in", include_invalid=True):
-                first, last = n.relation.evidence.get("sentences", [None, None])
-                if first is not None and first <= index <= last:
-                    return True
-        return False
 
     def _delete(self, pmids: Sequence[str], report: IngestReport) -> None:
         doc_ids = [f"PMID:{int(p)}" for p in pmids if str(p).strip().isdigit()]
@@ -361,6 +314,8 @@ class PubmedLoader:
         report.count("deletions read", len(doc_ids))
         if not present:
             return
+        previous = self._stored_links(list(present))
+        self._replace_links({doc: (links, _Links()) for doc, links in previous.items()}, report)
         passages = [p for d in present for p in self.text_index.document_passages(d)]
         if passages:
             self._retire_passages(passages, report)
@@ -420,62 +375,88 @@ class PubmedLoader:
         todo = [d for d in live if force or d.linked_with != signature]
         report.count("documents already linked by this linker", len(live) - len(todo))
         t0 = time.perf_counter()
-        texts: list[tuple[DocumentRecord, list[PassageRecord]]] = []
-        for doc in todo:
-            passages = list(self.text_index.get(self.text_index.document_passages(doc.id)).values())
-            if passages:
-                texts.append((doc, passages))
-            else:
-                report.count("documents without passages")
-        joined = [" ".join(p.text for p in sorted(ps, key=lambda p: _first_sentence(p.id))) for _, ps in texts]
-        parsed = list(self.nlp.pipe(joined, batch_size=64))
-        rebuilt = [stored_text(doc.id, ps, parsed_doc) for (doc, ps), parsed_doc in zip(texts, parsed, strict=True)]
+        texts = self._stored_texts([d.id for d in todo])
+        if len(texts) < len(todo):
+            report.count("documents without passages", len(todo) - len(texts))
         report.timed("sentences", time.perf_counter() - t0)
         t0 = time.perf_counter()
-        linked = self.linker.link_docs(parsed)
+        linked = self.linker.link_docs([parsed for _, parsed in texts.values()])
+        now = {d: _Links.of(text, mentions) for (d, (text, _)), mentions in zip(texts.items(), linked, strict=True)}
         report.timed("linking", time.perf_counter() - t0)
         t0 = time.perf_counter()
-        old: dict[str, dict[str, Relation]] = defaultdict(dict)  # passage id -> key -> MENTIONS edge
-        passage_ids = [p.id for text in rebuilt for p in text.passages]
-        for passage_id, rel_row, _ in self.store.edge_rows(passage_ids, [MENTIONS], "out"):
-            rel = row_to_relation(rel_row)
-            if rel.source == SOURCE:
-                old[passage_id][rel.key] = rel
-        writes: list[Relation] = []
-        ended: list[Relation] = []
-        co_mentions: dict[str, tuple[Pairs, Pairs]] = {}  # document -> (its pairs before, now)
-        for text, mentions in zip(rebuilt, linked, strict=True):
-            new = {e.key: e for e in _mention_edges(text, mentions)}
-            before = {k: e for p in text.passages for k, e in old[p.id].items()}
-            if new.keys() == before.keys() and all(
-                before[k].evidence.get("spans") == e.evidence["spans"] for k, e in new.items()
-            ):
+        before = self._stored_links(texts.keys(), {d: text for d, (text, _) in texts.items()})
+        changes: dict[str, tuple[_Links, _Links]] = {}
+        for doc_id, links in now.items():
+            had = before[doc_id]
+            if had.same_as(links):
                 report.count("documents whose links are unchanged")
                 continue
             report.count("documents relinked")
-            report.count("mentions added", len(new.keys() - before.keys()))
-            report.count("mentions ended", len(before.keys() - new.keys()))
-            writes += new.values()
-            ended += [e for k, e in before.items() if k not in new]
-            co_mentions[text.doc_id] = (_co_mention_pairs(text, _stored_mentions(text, before.values())),
-                                        _co_mention_pairs(text, mentions))  # fmt: skip
+            report.count("mentions added", len(links.edges.keys() - had.edges.keys()))
+            report.count("mentions ended", len(had.edges.keys() - links.edges.keys()))
+            changes[doc_id] = (had, links)
+        self._replace_links(changes, report)
+        report.timed("write graph", time.perf_counter() - t0)
+        return [replace(doc, linked_with=signature) for doc in todo if doc.id in texts]
+
+    # ---- what documents link: MENTIONS edges and CO_MENTIONED evidence --------------------------
+    def _stored_texts(self, doc_ids: Sequence[str]) -> dict[str, tuple[ArticleText, Doc]]:
+        """Loaded documents' texts rebuilt from their stored passages (``stored_text``) and parsed;
+        documents without stored passages are left out."""
+        found = []
+        for doc_id in doc_ids:
+            passages = list(self.text_index.get(self.text_index.document_passages(doc_id)).values())
+            if passages:
+                found.append((doc_id, sorted(passages, key=lambda p: _first_sentence(p.id))))
+        parsed = self.nlp.pipe((" ".join(p.text for p in ps) for _, ps in found), batch_size=64)
+        return {d: (stored_text(d, ps, doc), doc) for (d, ps), doc in zip(found, parsed, strict=True)}
+
+    def _stored_links(self, doc_ids: Iterable[str], texts: dict[str, ArticleText] | None = None) -> dict[str, _Links]:
+        """What loaded documents link as the graph holds it: the current ``MENTIONS`` edges of their
+        stored passages and the co-mention pairs those make in the stored text (``texts``, when the
+        caller has rebuilt them already). Documents without stored passages are left out."""
+        if texts is None:
+            texts = {d: text for d, (text, _) in self._stored_texts(list(doc_ids)).items()}
+        by_passage: dict[str, dict[str, Relation]] = defaultdict(dict)
+        for passage_id, rel_row, _ in self.store.edge_rows([p.id for t in texts.values() for p in t.passages],
+                                                           [MENTIONS], "out"):  # fmt: skip
+            rel = row_to_relation(rel_row)
+            if rel.source == SOURCE:
+                by_passage[passage_id][rel.key] = rel
+        out = {}
+        for doc_id, text in texts.items():
+            edges = {k: e for p in text.passages for k, e in by_passage[p.id].items()}
+            out[doc_id] = _Links(edges, _co_mention_pairs(text, _stored_mentions(text, edges.values())))
+        return out
+
+    def _replace_links(self, documents: dict[str, tuple[_Links, _Links]], report: IngestReport) -> None:
+        """Make what each document links what it links now (``(before, now)`` per document): the
+        ``MENTIONS`` edges no longer found end, new and changed ones are written, and its sentences in
+        ``CO_MENTIONED`` evidence follow (``_replace_co_mention_evidence``). One rule for a first load
+        (nothing before), a changed or reloaded document, a deletion (nothing now) and a relink."""
+        ended = [e for had, has in documents.values() for k, e in had.edges.items() if k not in has.edges]
+        writes = [
+            e
+            for had, has in documents.values()
+            for k, e in has.edges.items()
+            if (old := had.edges.get(k)) is None or (old.evidence, old.confidence) != (e.evidence, e.confidence)
+        ]
         if ended:
             report.relations.invalidated += self.store.invalidate_relations(ended)
         if writes:
             report.relations += self.store.upsert_relations(writes)
-        self._replace_co_mention_evidence(co_mentions, report)
-        report.timed("write graph", time.perf_counter() - t0)
-        return [replace(doc, linked_with=signature) for doc, _ in texts]
+        self._replace_co_mention_evidence({d: (had.pairs, has.pairs) for d, (had, has) in documents.items()}, report)
 
     def _replace_co_mention_evidence(self, documents: dict[str, tuple[Pairs, Pairs]], report: IngestReport) -> None:
         """Make each document's sentences in CO_MENTIONED evidence those of its pairs now: for every
-        pair whose sentences in the document changed, the ones it had are taken out and the new ones
-        put in, and the count follows exactly, sentences past ``MAX_EVIDENCE`` (counted, not listed)
-        included (an edge left with none ends)."""
+        pair of the document, the sentences it had are taken out and those it has put in, and the count
+        follows exactly, sentences past ``MAX_EVIDENCE`` (counted, not listed) included (an edge left
+        with none ends). An edge whose list has room again (a document taken out) lists a reloaded
+        document's sentences again."""
         wanted: dict[tuple[str, str], dict[str, tuple[set[str], set[str]]]] = defaultdict(dict)
         for doc_id, (before, now) in documents.items():
             for pair in before.keys() | now.keys():
-                if (had := before.get(pair, set())) != (has := now.get(pair, set())):
+                if (had := before.get(pair, set())) != (has := now.get(pair, set())) or has:
                     wanted[pair][doc_id] = (had, has)
         if not wanted:
             return
@@ -494,6 +475,8 @@ class PubmedLoader:
                     ends.append(rel)
                 continue
             merged = sorted((set(sentences) - gone) | new, key=_sentence_order)[:MAX_EVIDENCE]
+            if rel is not None and merged == sentences and count == rel.evidence.get("count"):
+                continue
             base = rel if rel is not None else edges[pair]
             updates.append(base.model_copy(update={"evidence": {"sentences": merged, "count": count}}))
         if ends:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ingest.pubmed import load as pubmed_load
 from ingest.pubmed.load import PubmedLoader
 from ingest.pubmed.model import Article, Deletion, MeshHeading, Section
 from ingest.pubmed.readers import expand_paths, iter_records
@@ -128,6 +129,57 @@ def test_changed_deleted_and_retracted_records(store: BaseGraphStore, tmp_path: 
     loader.load([marfan(pmid="400")])
     assert store.get_entity("PMID:400").description.startswith("RETRACTED.")
     assert loader.text_index.get_documents(["PMID:400"])["PMID:400"].retracted
+
+
+def test_reloaded_and_deleted_documents_leave_exact_mentions_and_co_mention_counts(
+    store: BaseGraphStore, tmp_path: Path, text_embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A corrected abstract whose passages keep their ids ends the mentions it lost; a corrected or
+    deleted document takes out exactly the co-mentions it had, also those counted past the sentence
+    ids an edge lists (``MAX_EVIDENCE``)."""
+    monkeypatch.setattr(pubmed_load, "MAX_EVIDENCE", 2)
+    store.upsert_entities(ONTOLOGY)
+    loader = loader_for(store, tmp_path, text_embedder, progress=False)
+
+    def atenolol_marfan() -> tuple[int, list[str]]:
+        (rel,) = [r for r in store.relations(subject="DOID:14323", include_invalid=False)
+                  if r.type == CO_MENTIONED and r.object == "DRUGBANK:DB00335"]  # fmt: skip
+        return rel.evidence["count"], rel.evidence["sentences"]
+
+    def mentioned(passage: str) -> set[str]:
+        return {n.entity.id for n in store.neighbours(passage, rel_types=[MENTIONS])}
+
+    loader.load([marfan(pmid=pmid) for pmid in ("100", "101", "102")])
+    assert atenolol_marfan() == (6, ["PMID:100#s0", "PMID:100#s2"])  # title and results of each; two listed
+
+    # 102 (its sentences counted, not listed) corrected: atenolol and MFS no longer share the results.
+    cancer = "In MFS with cancer, aortic root dilatation slowed."
+    report = loader.load([marfan(pmid="102", abstract=cancer)])
+    assert report.read["articles read"] == 1 and loader.text_index.document_passages("PMID:102") == ["PMID:102#s0"]
+    assert "DOID:162" in mentioned("PMID:102#s0")
+    assert atenolol_marfan() == (5, ["PMID:100#s0", "PMID:100#s2"])
+
+    # Corrected back: the passage keeps its id, and what only the withdrawn wording mentioned ends.
+    loader.load([marfan(pmid="102")])
+    assert mentioned("PMID:102#s0") == {"DOID:14323", "HP:0002616", "HP:0001083", "DRUGBANK:DB00335"}
+    assert any(r.valid_to for r in store.relations(subject="PMID:102#s0", object="DOID:162"))
+    assert [r for r in store.relations(subject="DOID:162", include_invalid=False) if r.type == CO_MENTIONED] == []
+    assert atenolol_marfan() == (6, ["PMID:100#s0", "PMID:100#s2"])
+
+    # A deletion takes out the document's co-mentions whether listed or only counted.
+    loader.load([Deletion(pmids=["101"])])
+    assert atenolol_marfan() == (4, ["PMID:100#s0", "PMID:100#s2"])
+    loader.load([Deletion(pmids=["100"])])
+    # 102's two remain, counted; they were past the cap when loaded, so no sentence id names them.
+    assert atenolol_marfan() == (2, [])
+
+    # Relinking finds the graph as it should be.
+    relinked = loader.relink(["PMID:102"], force=True)
+    assert relinked.read["documents whose links are unchanged"] == 1
+    assert atenolol_marfan() == (2, [])
+    # A load of a changed 102 lists its sentences again.
+    loader.load([marfan(pmid="102", abstract="In MFS, atenolol slowed aortic root dilatation and lens dislocation.")])
+    assert atenolol_marfan() == (2, ["PMID:102#s0", "PMID:102#s2"])
 
 
 @pytest.mark.slow
