@@ -49,8 +49,7 @@ def parse_pubmed_xml(stream: IO[bytes], origin: str) -> Iterator[Article | Delet
     ``origin`` names the file in problems and in ``Article.origin`` ("origin:line", the line of the record's
     start tag).
     """
-    events = etree.iterparse(
-        stream,
+    parser = etree.XMLPullParser(
         events=("start", "end"),
         tag=(*SET_TAGS, *RECORD_TAGS),
         remove_comments=True,
@@ -60,6 +59,8 @@ def parse_pubmed_xml(stream: IO[bytes], origin: str) -> Iterator[Article | Delet
         load_dtd=False,
         huge_tree=True,  # long text nodes (libxml2's entity amplification limit still applies)
     )
+    fed: list[Element | None] = [None]  # the root, once the whole stream parsed; [] when it had no bytes
+    events = _pull_events(stream, parser, fed)
     seen = 0
     checked = False
     try:
@@ -97,11 +98,34 @@ def parse_pubmed_xml(stream: IO[bytes], origin: str) -> Iterator[Article | Delet
         yield Problem(file=origin, line=None, message=f"unreadable stream, reading stopped: {exc}")
         return
     if not seen:
-        root = events.root
+        root = fed[0] if fed else None
         if root is None:
             yield Problem(file=origin, line=None, message="empty file, no PubMed records")
         elif etree.QName(root).localname not in SET_TAGS:
             yield Problem(file=origin, line=root.sourceline, message=f"root <{root.tag}> is not a PubMed article set")
+
+
+def _pull_events(stream: IO[bytes], parser: etree.XMLPullParser, fed: list) -> Iterator[tuple[str, Element]]:
+    """The parser's events, fed the stream in 64 KiB chunks. The events parsed before a syntax error in
+    the stream come out before it is raised (lxml 6.2's ``iterparse`` raises first, losing the complete
+    records of the chunk that holds the break). ``fed`` gets the root once the stream is parsed, or is
+    emptied if the stream had no bytes."""
+    empty = True
+    while chunk := stream.read(1 << 16):
+        empty = False
+        try:
+            parser.feed(chunk)
+        except etree.XMLSyntaxError:
+            yield from parser.read_events()
+            raise
+        yield from parser.read_events()
+    if empty:
+        fed.clear()
+        return
+    # A stream that ends inside a record raises here; the events left then are of the elements the
+    # parser closed on giving up (the cut record among them), so none is read.
+    fed[0] = parser.close()
+    yield from parser.read_events()
 
 
 def _declared_entities(elem: Element) -> list[str]:
