@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ingest.report import Problem
 from ingest.sources import open_text
-from ingest.writer import Item
+from ingest.writer import Complete, Item
 from kg.curie import CurieError, normalize_curie
 from kg.model import Entity, Relation
 
@@ -147,10 +147,14 @@ def _curie(value: Value, row: dict[str, str]) -> str | None:
     return normalize_curie(raw, default_prefix=value.prefix) if raw else None
 
 
-def edge_items(path: str | Path, mapping: Mapping) -> Iterator[Item]:
-    """Entities and relations for every row of ``path``; relations come after all entities."""
+def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Iterator[Item]:
+    """Entities and relations for every row of ``path``; relations come after all entities.
+    ``replace``: the file is the whole of the mapping's source, and the edges of it the file no longer
+    states end (``Complete``)."""
     path = Path(path)
     relations: list[Relation] = []
+    if replace:
+        yield Complete(mapping.source)
     with open_text(path) as handle:
         rows = _read_rows(handle, mapping.delimiter, path)
         fieldnames: list[str] = []

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from ingest.report import Problem
 from ingest.sources import open_text
+from ingest.writer import Complete
 from kg.curie import CurieError, normalize_curie
 from kg.model import Entity, Relation
 
@@ -219,22 +220,37 @@ def relation_type_name(name: str) -> str:
     return cleaned if cleaned and cleaned[0].isalpha() else f"REL_{cleaned}"
 
 
+def release_of(data_version: str) -> str:
+    """The release a ``data-version`` header names: ``hp/releases/2025-01-16`` -> ``2025-01-16``,
+    ``doid/releases/2026-07-31/subsets/DO_rare_slim.obo`` -> ``2026-07-31/DO_rare_slim`` (a subset is
+    a file of its own), ``releases/2016-06-24`` -> its date; without a date, the last path segment."""
+    date = re.search(r"\d{4}-\d{2}-\d{2}", data_version)
+    if date is None:
+        return data_version.rstrip("/").rsplit("/", 1)[-1]
+    subset = re.search(r"/subsets/([^/]+?)(?:\.obo)?$", data_version)
+    return date.group(0) + (f"/{subset.group(1)}" if subset else "")
+
+
 def obo_items(
     path: str | Path,
     source: str,
     category: str | None = None,
     prefix: str | None = None,
     categorize: dict[str, str] | None = None,
-) -> Iterator[Entity | Relation | Problem | tuple[str, int]]:
+    replace: bool = False,
+) -> Iterator[Entity | Relation | Complete | Problem | tuple[str, int]]:
     """Entities, relations, problems and ``("terms", 1)``-style counts for one OBO file.
 
     ``prefix`` keeps only terms of that prefix (others are counted as foreign); ``category`` names the
     entities' category (default: by prefix, else ``Concept``); ``categorize`` overrides it per id.
-    ``source`` gets the file's data-version appended when it has one.
+    ``source`` gets the file's data-version appended when it has one. ``replace``: the file is the
+    whole of that source, and the edges of it the file no longer states end (``Complete``).
     """
     header, stream = read_obo(path)
-    version = header.data_version.rsplit("/", 1)[-1] if header.data_version else None
+    version = release_of(header.data_version) if header.data_version else None
     src = f"{source}:{version}" if version and ":" not in source else source
+    if replace:
+        yield Complete(src)
     wanted = prefix.upper() if prefix else None
     relations: list[Relation] = []
     for item in stream:

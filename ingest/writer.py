@@ -24,7 +24,7 @@ from ingest.report import IngestReport, Problem
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
 
-__all__ = ["Ended", "Item", "Supersedes", "ingest", "link_xrefs"]
+__all__ = ["Complete", "Ended", "Item", "Supersedes", "ingest", "link_xrefs"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,15 @@ class Supersedes:
     family: str
 
 
-Item = Entity | Relation | Ended | Supersedes | Problem | tuple[str, int]
+@dataclass(frozen=True)
+class Complete:
+    """This load states every edge of ``source`` (a file loaded with ``--replace``): the current edges
+    of ``source`` it does not state again are ended once it is written. Comes before those edges."""
+
+    source: str
+
+
+Item = Entity | Relation | Ended | Supersedes | Complete | Problem | tuple[str, int]
 
 
 def ingest(
@@ -63,6 +71,7 @@ def ingest(
     relations: list[Relation] = []
     ended: list[Relation] = []
     supersedes: list[Supersedes] = []
+    stated: dict[str, set[str]] = {}  # source loaded whole (Complete) -> the keys of its edges in this load
 
     def flush_entities() -> None:
         if entities:
@@ -87,12 +96,16 @@ def ingest(
                     flush_entities()
             elif isinstance(item, Relation):
                 relations.append(item)
+                if (keys := stated.get(item.source)) is not None:
+                    keys.add(item.key)
                 if len(relations) >= relation_batch:
                     flush_relations()
             elif isinstance(item, Ended):
                 ended.append(item.relation)
             elif isinstance(item, Supersedes):
                 supersedes.append(item)
+            elif isinstance(item, Complete):
+                stated.setdefault(item.source, set())
             elif isinstance(item, Problem):
                 report.problem(item)
             else:
@@ -105,6 +118,15 @@ def ingest(
         t0 = time.perf_counter()
         report.relations.invalidated += store.invalidate_relations(ended)
         report.timed("end relations", time.perf_counter() - t0)
+    if stated and report.problem_count:  # a line it could not read may hold an edge it still states
+        report.note("--replace: nothing ended, the file had problems (fix them and load it again)")
+        stated.clear()
+    for whole, keys in stated.items():
+        t0 = time.perf_counter()
+        n = store.end_source(whole, keep=keys)
+        report.relations.invalidated += n
+        report.count(f"edges of {whole} the file no longer states (ended)", n)
+        report.timed("end what the file no longer states", time.perf_counter() - t0)
     if supersedes:
         t0 = time.perf_counter()
         current = store.current_sources()

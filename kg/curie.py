@@ -82,6 +82,14 @@ _HETIONET_KINDS: dict[str, str] = {
 
 # Prefixes whose local part is upper-cased (D008382, C0024796, DB00945).
 _UPPER_LOCAL = {"MESH", "UMLS", "DRUGBANK", "NDFRT"}
+# What their (upper-cased) local ids look like: DB00945 (DBSALT000123), D008382 / C535325 / Q000175,
+# C0024796, N0000175503.
+_UPPER_LOCAL_FORM = {
+    "DRUGBANK": re.compile(r"^DB(?:SALT)?\d{5,6}$"),
+    "MESH": re.compile(r"^[A-Z]\d{6,9}$"),
+    "UMLS": re.compile(r"^C\d{7}$"),
+    "NDFRT": re.compile(r"^N\d{10}$"),
+}
 # Prefixes whose local part is a plain number (leading '#', '%', '+', '*' and zero padding kept as given).
 _NUMERIC_LOCAL = {"OMIM", "OMIMPS", "ORPHA", "NCBIGene", "PMID"}
 
@@ -119,6 +127,8 @@ def _canonical_local(prefix: str, local: str, original: str) -> str:
             raise CurieError(f"identifier {original!r}: {prefix} ids are numeric")
         return digits
     if prefix in _UPPER_LOCAL:
+        if not _UPPER_LOCAL_FORM[prefix].match(local.upper()):
+            raise CurieError(f"identifier {original!r} is not a {prefix} id")
         return local.upper()
     if any(ch.isspace() for ch in local):
         raise CurieError(f"identifier {original!r} contains white space")

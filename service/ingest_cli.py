@@ -110,12 +110,23 @@ def ingest_hpo_update(
         run(c, hpo_update_items(path), "hpo-update", embed, progress)
 
 
+ReplaceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--replace",
+        help="The file is the whole of its source (a corrected or newer version): the edges of that source "
+        "it no longer states are ended (kept in the history); nothing is ended if the file has problems.",
+    ),
+]
+
+
 @app.command("obo")
 def ingest_obo(
     file: Annotated[Path, typer.Argument(help="An .obo or .obo.gz file.", exists=True, dir_okay=False)],
     prefix: Annotated[str | None, typer.Option(help="Keep only terms with this id prefix, e.g. DOID.")] = None,
     category: Annotated[str | None, typer.Option(help="Entity category (default: by prefix, e.g. Disease).")] = None,
     source: Annotated[str | None, typer.Option(help="Source name (default: the prefix or file name).")] = None,
+    replace: ReplaceOpt = False,
     embed: EmbedOpt = True,
     progress: ProgressOpt = True,
 ) -> None:
@@ -125,13 +136,14 @@ def ingest_obo(
 
     name = source or (prefix.lower() if prefix else file.name.split(".")[0].lower())
     with container() as c:
-        run(c, obo_items(file, source=name, category=category, prefix=prefix), name, embed, progress)
+        run(c, obo_items(file, source=name, category=category, prefix=prefix, replace=replace), name, embed, progress)
 
 
 @app.command("edges")
 def ingest_edges(
     file: Annotated[Path, typer.Argument(help="A TSV/CSV file.", exists=True, dir_okay=False)],
     mapping: Annotated[str, typer.Option(help="A bundled mapping name or a mapping YAML file.")],
+    replace: ReplaceOpt = False,
     embed: EmbedOpt = True,
     progress: ProgressOpt = True,
 ) -> None:
@@ -141,7 +153,7 @@ def ingest_edges(
 
     with container() as c:
         spec = load_mapping(mapping)
-        run(c, edge_items(file, spec), spec.source, embed, progress)
+        run(c, edge_items(file, spec, replace=replace), spec.source, embed, progress)
 
 
 LinkOpt = Annotated[bool, typer.Option("--link/--no-link", help="Link entity mentions (lexicon of the graph).")]

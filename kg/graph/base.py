@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import ModuleType
@@ -98,7 +98,7 @@ class GraphStore(Protocol):
         self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
     ) -> int: ...
     def current_sources(self) -> dict[str, int]: ...
-    def end_source(self, source: str, at: datetime | None = None) -> int: ...
+    def end_source(self, source: str, at: datetime | None = None, keep: Collection[str] = ...) -> int: ...
     def stats(self) -> GraphStats: ...
     def batch(self) -> Any: ...
     def clear(self) -> None: ...
@@ -442,16 +442,16 @@ class BaseGraphStore(ABC):
         """How many current edges each source has."""
         return dict(sorted((str(s), int(n)) for s, n in self._run(self.cypher.COUNT_CURRENT_BY_SOURCE)))
 
-    def end_source(self, source: str, at: datetime | None = None) -> int:
-        """End every current edge of ``source`` (a release superseded by a newer one), in batches;
-        the edges stay stored for history queries. Returns how many."""
-        at_text, ended = format_time(at or utc_now()), 0
-        while rows := self._relation_rows(None, None, None, False, self.batch_size, source):
-            with self.batch():
-                n = self._invalidate_keys(rows, at_text)
-            if not n:  # nothing more could be ended (never expected): stop rather than loop
-                break
-            ended += n
+    def end_source(self, source: str, at: datetime | None = None, keep: Collection[str] = frozenset()) -> int:
+        """End every current edge of ``source`` but those whose key is in ``keep`` (a release superseded
+        by a newer one; what a load that is the whole of its source no longer states), in batches by
+        key; the edges stay stored for history queries. Returns how many."""
+        at_text, ended, after = format_time(at or utc_now()), 0, ""
+        while rows := self._relation_rows(None, None, None, False, self.batch_size, source, after):
+            after = rows[-1]["key"]
+            if gone := [r for r in rows if r["key"] not in keep]:
+                with self.batch():
+                    ended += self._invalidate_keys(gone, at_text)
         return ended
 
     def invalidate_relations(self, relations: Iterable[Relation], at: datetime | None = None) -> int:
@@ -701,8 +701,10 @@ class BaseGraphStore(ABC):
         include_invalid: bool,
         limit: int,
         source: str | None = None,
+        after: str | None = None,
     ) -> list[dict[str, Any]]:
-        """Edges by any of subject, object, type and source (current only unless ``include_invalid``)."""
+        """Edges by any of subject, object, type and source (current only unless ``include_invalid``),
+        in key order, from the first key past ``after``."""
         q = self.cypher
         filters, params = [], {"limit": limit}
         for value, fragment, name in (
@@ -710,6 +712,7 @@ class BaseGraphStore(ABC):
             (object, q.OBJECT_FILTER, "object"),
             (type, q.RELTYPE_FILTER, "type"),
             (source, q.SOURCE_FILTER, "source"),
+            (after, q.AFTER_KEY_FILTER, "after"),
         ):
             if value is not None:
                 filters.append(fragment)

@@ -118,6 +118,7 @@ SUBJECT_FILTER = "a.id = $subject"
 OBJECT_FILTER = "b.id = $object"
 RELTYPE_FILTER = "type(r) = $type"
 SOURCE_FILTER = "r.source = $source"
+AFTER_KEY_FILTER = "r.key > $after"
 
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_RELATIONS_BY_TYPE = "MATCH (:Entity)-[r]->(:Entity) RETURN type(r), r.valid_to IS NULL, count(*)"

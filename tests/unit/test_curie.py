@@ -70,6 +70,14 @@ def test_default_prefix_applies_to_bare_ids() -> None:
         ("Widget::42", "unknown kind"),
         ("HP:00 01", "white space"),
         ("9X:1", "invalid CURIE prefix"),
+        # the upper-cased namespaces are checked for their form (real slips from the shared data files)
+        ("DRUGBANK:DB 00843", "not a DRUGBANK id"),
+        ("DRUGBANK:NOTADB!", "not a DRUGBANK id"),
+        ("Compound::DBxxxxx", "not a DRUGBANK id"),
+        ("UMLS:0189573", "not a UMLS id"),
+        ("UMLS_CUI:C002067", "not a UMLS id"),
+        ("MESH:D0083 82", "not a MESH id"),
+        ("NDFRT:N00001", "not a NDFRT id"),
     ],
 )
 def test_bad_identifiers_raise_a_clear_error(raw: str, fragment: str) -> None:

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from ingest.obo import obo_items, read_obo, relation_type_name
+from ingest.obo import obo_items, read_obo, relation_type_name, release_of
 from ingest.report import Problem
 from kg.model import Entity, Relation
 
@@ -89,3 +89,11 @@ def test_relation_type_names() -> None:
     assert relation_type_name("part_of") == "PART_OF"
     assert relation_type_name("RO:0002200") == "RO_0002200"
     assert relation_type_name("2x") == "REL_2X"
+
+
+def test_the_release_a_data_version_names() -> None:
+    assert release_of("hp/releases/2025-01-16") == "2025-01-16"
+    # a subset of a release is a file of its own, and keeps its release date
+    assert release_of("doid/releases/2026-07-31/subsets/DO_rare_slim.obo") == "2026-07-31/DO_rare_slim"
+    assert release_of("releases/2016-06-24") == "2016-06-24"
+    assert release_of("v1.2/") == "v1.2"

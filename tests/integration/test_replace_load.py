@@ -1,0 +1,112 @@
+"""``medkg ingest obo|edges --replace``: a file that is the whole of its source, loaded again corrected,
+ends (never deletes) the edges of that source it no longer states, on both backends; loaded again as it
+was it changes nothing; a file with problems ends nothing; other sources are left alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest.edges import edge_items, load_mapping
+from ingest.obo import obo_items
+from ingest.writer import ingest
+from kg.graph.base import BaseGraphStore
+from kg.model import Relation
+from tests.integration.test_ingest_ontologies import INDICATIONS, need
+
+V1 = """format-version: 1.2
+ontology: doid
+
+[Term]
+id: DOID:1
+name: root
+
+[Term]
+id: DOID:2
+name: disease two
+is_a: DOID:1
+relationship: part_of DOID:3
+
+[Term]
+id: DOID:3
+name: disease three
+is_a: DOID:1
+
+[Term]
+id: DOID:4
+name: disease four
+is_a: DOID:1
+"""
+# DOID:2 loses its part_of, DOID:3 is gone, DOID:4 is obsolete and replaced
+V2 = """format-version: 1.2
+ontology: doid
+
+[Term]
+id: DOID:1
+name: root
+
+[Term]
+id: DOID:2
+name: disease two
+is_a: DOID:1
+
+[Term]
+id: DOID:4
+name: obsolete disease four
+is_obsolete: true
+replaced_by: DOID:2
+"""
+
+
+def current(store: BaseGraphStore, subject: str) -> set[tuple[str, str, str]]:
+    return {(r.type, r.object, r.source) for r in store.relations(subject=subject, include_invalid=False)}
+
+
+def test_a_corrected_obo_file_ends_what_it_no_longer_states(store: BaseGraphStore, tmp_path: Path) -> None:
+    v1, v2 = tmp_path / "v1.obo", tmp_path / "v2.obo"
+    v1.write_text(V1)
+    v2.write_text(V2)
+    ingest(store, obo_items(v1, source="doid", replace=True), "doid", progress=False)
+    # another source's edge on the same terms, and the same file loaded without --replace
+    store.upsert_relations([Relation(subject="DOID:3", type="IS_A", object="DOID:2", source="curator")])
+    assert ingest(store, obo_items(v2, source="doid"), "doid", progress=False).relations.invalidated == 0
+    assert ("PART_OF", "DOID:3", "doid") in current(store, "DOID:2")  # additive: nothing ended
+
+    report = ingest(store, obo_items(v2, source="doid", replace=True), "doid", progress=False)
+    assert report.relations.invalidated == 3
+    assert report.read["edges of doid the file no longer states (ended)"] == 3
+    assert current(store, "DOID:2") == {("IS_A", "DOID:1", "doid")}
+    assert current(store, "DOID:3") == {("IS_A", "DOID:2", "curator")}  # another source's edge stays
+    assert current(store, "DOID:4") == {("REPLACED_BY", "DOID:2", "doid")}
+    history = [r for r in store.relations(subject="DOID:2") if r.type == "PART_OF"]
+    assert len(history) == 1 and history[0].valid_to is not None  # ended, kept
+
+    again = ingest(store, obo_items(v2, source="doid", replace=True), "doid", progress=False)
+    assert again.relations.added == again.relations.updated == again.relations.invalidated == 0
+
+    # a file with a problem ends nothing: the line it could not read may hold an edge it still states
+    broken = tmp_path / "v3.obo"
+    broken.write_text(V2.replace("id: DOID:4", "id: not a curie").replace("is_a: DOID:1", "", 1))
+    report = ingest(store, obo_items(broken, source="doid", replace=True), "doid", progress=False)
+    assert report.problem_count == 1 and report.relations.invalidated == 0
+    assert "--replace: nothing ended, the file had problems (fix them and load it again)" in report.notes
+    assert current(store, "DOID:2") == {("IS_A", "DOID:1", "doid")}
+
+
+def test_a_corrected_edge_list_ends_the_rows_it_dropped_or_changed(store: BaseGraphStore, tmp_path: Path) -> None:
+    need(INDICATIONS)
+    mapping = load_mapping("pharmacotherapydb")
+    lines = INDICATIONS.read_text().splitlines(keepends=True)
+    header, rows = lines[0], lines[1:]
+    first = ingest(store, edge_items(INDICATIONS, mapping, replace=True), mapping.source, progress=False)
+    assert first.relations.added == len(rows) == 1_388
+
+    # Galantamine's row dropped, Donepezil's DM (TREATS) corrected to SYM (PALLIATES)
+    assert rows[0].split("\t")[:2] == ["DOID:10652", "DB00843"] and rows[1].split("\t")[1] == "DB00674"
+    corrected = tmp_path / "indications.tsv"
+    corrected.write_text(header + rows[0].replace("\tDM\t", "\tSYM\t") + "".join(rows[2:]))
+    report = ingest(store, edge_items(corrected, mapping, replace=True), mapping.source, progress=False)
+    assert report.relations.invalidated == 2 and report.relations.added == 1
+    types = {(r.subject, r.type) for r in store.relations(object="DOID:10652", include_invalid=False)}
+    assert ("DRUGBANK:DB00843", "PALLIATES") in types and ("DRUGBANK:DB00843", "TREATS") not in types
+    assert not any(s == "DRUGBANK:DB00674" for s, _ in types)
+    assert store.current_sources()[mapping.source] == len(rows) - 1
