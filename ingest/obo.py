@@ -220,15 +220,28 @@ def relation_type_name(name: str) -> str:
     return cleaned if cleaned and cleaned[0].isalpha() else f"REL_{cleaned}"
 
 
-def release_of(data_version: str) -> str:
-    """The release a ``data-version`` header names: ``hp/releases/2025-01-16`` -> ``2025-01-16``,
-    ``doid/releases/2026-07-31/subsets/DO_rare_slim.obo`` -> ``2026-07-31/DO_rare_slim`` (a subset is
-    a file of its own), ``releases/2016-06-24`` -> its date; without a date, the last path segment."""
+def release_of(data_version: str) -> tuple[str, str | None]:
+    """The release a ``data-version`` header names, and the subset file it is of (None for the whole
+    ontology): ``hp/releases/2025-01-16`` -> ``("2025-01-16", None)``,
+    ``doid/releases/2026-07-31/subsets/DO_rare_slim.obo`` -> ``("2026-07-31", "DO_rare_slim")``;
+    without a date, the last path segment."""
     date = re.search(r"\d{4}-\d{2}-\d{2}", data_version)
     if date is None:
-        return data_version.rstrip("/").rsplit("/", 1)[-1]
+        return data_version.rstrip("/").rsplit("/", 1)[-1], None
     subset = re.search(r"/subsets/([^/]+?)(?:\.obo)?$", data_version)
-    return date.group(0) + (f"/{subset.group(1)}" if subset else "")
+    return date.group(0), subset.group(1) if subset else None
+
+
+def source_of(name: str, data_version: str | None) -> tuple[str, str | None]:
+    """The source of an OBO file's edges and, for a dated release, the family of its releases:
+    ``doid`` + ``doid/releases/2016-06-24`` -> ``("doid:2016-06-24", "doid:")``; a subset is a
+    family of its own, ``("doid/DO_rare_slim:2026-07-31", "doid/DO_rare_slim:")``. A name that holds a
+    ``:`` already is the source as given."""
+    if not data_version or ":" in name:
+        return name, None
+    release, subset = release_of(data_version)
+    family = f"{name}/{subset}:" if subset else f"{name}:"
+    return family + release, family if re.fullmatch(r"\d{4}-\d{2}-\d{2}", release) else None
 
 
 def obo_items(
@@ -243,14 +256,14 @@ def obo_items(
 
     ``prefix`` keeps only terms of that prefix (others are counted as foreign); ``category`` names the
     entities' category (default: by prefix, else ``Concept``); ``categorize`` overrides it per id.
-    ``source`` gets the file's data-version appended when it has one. ``replace``: the file is the
-    whole of that source, and the edges of it the file no longer states end (``Complete``).
+    ``source`` gets the file's release appended when it has one (``source_of``). ``replace``: the file
+    is the whole of that source, and the edges of it the file no longer states end, with those of
+    the older releases of the same file (``Complete``).
     """
     header, stream = read_obo(path)
-    version = release_of(header.data_version) if header.data_version else None
-    src = f"{source}:{version}" if version and ":" not in source else source
+    src, family = source_of(source, header.data_version)
     if replace:
-        yield Complete(src)
+        yield Complete(src, family)
     wanted = prefix.upper() if prefix else None
     relations: list[Relation] = []
     for item in stream:

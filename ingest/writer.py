@@ -46,9 +46,12 @@ class Supersedes:
 @dataclass(frozen=True)
 class Complete:
     """This load states every edge of ``source`` (a file loaded with ``--replace``): the current edges
-    of ``source`` it does not state again are ended once it is written. Comes before those edges."""
+    of ``source`` it does not state again are ended once it is written, and with a ``family``
+    (``doid:``) those of its older releases too (``doid:2016-06-24`` before ``doid:2026-07-31``). Comes
+    before those edges; a load with problems ends nothing."""
 
     source: str
+    family: str | None = None
 
 
 Item = Entity | Relation | Ended | Supersedes | Complete | Problem | tuple[str, int]
@@ -72,6 +75,7 @@ def ingest(
     ended: list[Relation] = []
     supersedes: list[Supersedes] = []
     stated: dict[str, set[str]] = {}  # source loaded whole (Complete) -> the keys of its edges in this load
+    whole: list[Complete] = []
 
     def flush_entities() -> None:
         if entities:
@@ -106,6 +110,7 @@ def ingest(
                 supersedes.append(item)
             elif isinstance(item, Complete):
                 stated.setdefault(item.source, set())
+                whole.append(item)
             elif isinstance(item, Problem):
                 report.problem(item)
             else:
@@ -118,14 +123,16 @@ def ingest(
         t0 = time.perf_counter()
         report.relations.invalidated += store.invalidate_relations(ended)
         report.timed("end relations", time.perf_counter() - t0)
-    if stated and report.problem_count:  # a line it could not read may hold an edge it still states
+    if whole and report.problem_count:  # a line it could not read may hold an edge it still states
         report.note("--replace: nothing ended, the file had problems (fix them and load it again)")
-        stated.clear()
-    for whole, keys in stated.items():
+        whole.clear()
+    for complete in whole:
         t0 = time.perf_counter()
-        n = store.end_source(whole, keep=keys)
+        n = store.end_source(complete.source, keep=stated[complete.source])
         report.relations.invalidated += n
-        report.count(f"edges of {whole} the file no longer states (ended)", n)
+        report.count(f"edges of {complete.source} the file no longer states (ended)", n)
+        if complete.family:
+            supersedes.append(Supersedes(complete.source, complete.family))
         report.timed("end what the file no longer states", time.perf_counter() - t0)
     if supersedes:
         t0 = time.perf_counter()

@@ -110,3 +110,29 @@ def test_a_corrected_edge_list_ends_the_rows_it_dropped_or_changed(store: BaseGr
     assert ("DRUGBANK:DB00843", "PALLIATES") in types and ("DRUGBANK:DB00843", "TREATS") not in types
     assert not any(s == "DRUGBANK:DB00674" for s, _ in types)
     assert store.current_sources()[mapping.source] == len(rows) - 1
+
+
+def test_a_newer_release_loaded_whole_supersedes_the_older_but_not_another_file(
+    store: BaseGraphStore, tmp_path: Path
+) -> None:
+    def release(name: str, text: str, version: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text.replace("ontology: doid", f"data-version: {version}\nontology: doid"))
+        return path
+
+    old = release("old.obo", V1, "doid/releases/2024-01-01")
+    subset = release("slim.obo", V1.replace("disease three", "disease three (slim)"),
+                     "doid/releases/2025-06-01/subsets/DO_rare_slim.obo")  # fmt: skip
+    new = release("new.obo", V2, "doid/releases/2025-06-01")
+    ingest(store, obo_items(old, source="doid", replace=True), "doid", progress=False)
+    ingest(store, obo_items(subset, source="doid", replace=True), "doid", progress=False)
+    assert store.current_sources() == {"doid:2024-01-01": 4, "doid/DO_rare_slim:2025-06-01": 4}
+
+    report = ingest(store, obo_items(new, source="doid", replace=True), "doid", progress=False)
+    assert report.read["edges of the older release doid:2024-01-01 (ended)"] == 4
+    assert store.current_sources() == {"doid:2025-06-01": 2, "doid/DO_rare_slim:2025-06-01": 4}
+    assert current(store, "DOID:2") == {
+        ("IS_A", "DOID:1", "doid:2025-06-01"),
+        ("IS_A", "DOID:1", "doid/DO_rare_slim:2025-06-01"),
+        ("PART_OF", "DOID:3", "doid/DO_rare_slim:2025-06-01"),
+    }

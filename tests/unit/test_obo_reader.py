@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from ingest.obo import obo_items, read_obo, relation_type_name, release_of
+from ingest.obo import obo_items, read_obo, relation_type_name, release_of, source_of
 from ingest.report import Problem
 from kg.model import Entity, Relation
 
@@ -91,9 +91,14 @@ def test_relation_type_names() -> None:
     assert relation_type_name("2x") == "REL_2X"
 
 
-def test_the_release_a_data_version_names() -> None:
-    assert release_of("hp/releases/2025-01-16") == "2025-01-16"
-    # a subset of a release is a file of its own, and keeps its release date
-    assert release_of("doid/releases/2026-07-31/subsets/DO_rare_slim.obo") == "2026-07-31/DO_rare_slim"
-    assert release_of("releases/2016-06-24") == "2016-06-24"
-    assert release_of("v1.2/") == "v1.2"
+def test_the_release_a_data_version_names_and_the_source_it_makes() -> None:
+    assert release_of("hp/releases/2025-01-16") == ("2025-01-16", None)
+    assert release_of("doid/releases/2026-07-31/subsets/DO_rare_slim.obo") == ("2026-07-31", "DO_rare_slim")
+    assert release_of("releases/2016-06-24") == ("2016-06-24", None)
+    assert release_of("v1.2/") == ("v1.2", None)
+    assert source_of("doid", "doid/releases/2016-06-24") == ("doid:2016-06-24", "doid:")
+    # a subset is a file of its own: its releases do not supersede the whole ontology's
+    subset = source_of("doid", "doid/releases/2026-07-31/subsets/DO_rare_slim.obo")
+    assert subset == ("doid/DO_rare_slim:2026-07-31", "doid/DO_rare_slim:")
+    assert source_of("go", "v1.2") == ("go:v1.2", None)  # no date: no order of releases
+    assert source_of("doid", None) == ("doid", None) and source_of("doid:x", "releases/2016-06-24") == ("doid:x", None)
