@@ -77,10 +77,12 @@ def ingest(
     stated: dict[str, set[str]] = {}  # source loaded whole (Complete) -> the keys of its edges in this load
     whole: list[Complete] = []
 
+    replacing: set[str] = set()  # the sources whose statements of an entity this load replaces (Complete)
+
     def flush_entities() -> None:
         if entities:
             t0 = time.perf_counter()
-            report.entities += store.upsert_entities(entities)
+            report.entities += store.upsert_entities(entities, replacing=replacing)
             report.timed("write entities", time.perf_counter() - t0)
             entities.clear()
 
@@ -111,6 +113,9 @@ def ingest(
             elif isinstance(item, Complete):
                 stated.setdefault(item.source, set())
                 whole.append(item)
+                replacing.add(item.source)
+                if item.family:  # and its older releases'
+                    replacing.add(item.family)
             elif isinstance(item, Problem):
                 report.problem(item)
             else:

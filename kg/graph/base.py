@@ -56,7 +56,7 @@ class GraphStoreUnavailable(GraphStoreError):
 class GraphStore(Protocol):
     backend: str
 
-    def upsert_entities(self, entities: Iterable[Entity]) -> WriteSummary: ...
+    def upsert_entities(self, entities: Iterable[Entity], replacing: Collection[str] = ...) -> WriteSummary: ...
     def upsert_relations(self, relations: Iterable[Relation]) -> WriteSummary: ...
     def get_entity(self, entity_id: str) -> Entity | None: ...
     def get_entities(self, entity_ids: Iterable[str]) -> dict[str, Entity]: ...
@@ -340,7 +340,12 @@ class BaseGraphStore(ABC):
         self.close()
 
     # ---- writes ------------------------------------------------------------------------------
-    def upsert_entities(self, entities: Iterable[Entity]) -> WriteSummary:
+    def upsert_entities(self, entities: Iterable[Entity], replacing: Collection[str] = ()) -> WriteSummary:
+        """Add or update entities: a stored entity is merged with the new statement of it
+        (``Entity.merged_with``), except one that only the statement's own sources and those in
+        ``replacing`` (sources, or families of releases ending in ``:``, such as ``doid:``) have
+        stated, which the statement replaces (a corrected file loaded whole: a synonym it dropped
+        goes, an obsolete flag it lifted is lifted; ``created_at`` is kept)."""
         incoming: dict[str, Entity] = {}
         for entity in entities:
             prior = incoming.get(entity.id)
@@ -349,10 +354,10 @@ class BaseGraphStore(ABC):
         items = list(incoming.values())
         for chunk in _chunks(items, self.batch_size):
             with self.batch():
-                summary += self._upsert_entity_chunk(chunk)
+                summary += self._upsert_entity_chunk(chunk, frozenset(replacing))
         return summary
 
-    def _upsert_entity_chunk(self, chunk: Sequence[Entity]) -> WriteSummary:
+    def _upsert_entity_chunk(self, chunk: Sequence[Entity], replacing: frozenset[str] = frozenset()) -> WriteSummary:
         now = format_time(utc_now())
         stored = {row["id"]: row_to_entity(row) for row in self._fetch_entities([e.id for e in chunk])}
         inserts, updates = [], []
@@ -362,7 +367,10 @@ class BaseGraphStore(ABC):
             if old is None:
                 inserts.append(entity_to_row(entity, now))
                 continue
-            merged = old.merged_with(entity)
+            if replacing and all(s in entity.sources or _replaced(s, replacing) for s in old.sources):
+                merged = entity.model_copy(update={"created_at": old.created_at or entity.created_at})
+            else:
+                merged = old.merged_with(entity)
             if merged.same_content(old):
                 unchanged += 1
             else:
@@ -720,6 +728,10 @@ class BaseGraphStore(ABC):
         if not include_invalid:
             filters.append(q.CURRENT_FILTER)
         return self._read_relations(q.RELATIONS_BY_ENDPOINTS.format(filters=" AND ".join(filters)), params)
+
+
+def _replaced(source: str, replacing: frozenset[str]) -> bool:
+    return source in replacing or any(r.endswith(":") and source.startswith(r) for r in replacing)
 
 
 def _types(rel_types: Sequence[str] | None) -> list[str] | None:

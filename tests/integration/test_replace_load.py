@@ -10,7 +10,7 @@ from ingest.edges import edge_items, load_mapping
 from ingest.obo import obo_items
 from ingest.writer import ingest
 from kg.graph.base import BaseGraphStore
-from kg.model import Relation
+from kg.model import Entity, Relation
 from tests.integration.test_ingest_ontologies import INDICATIONS, need
 
 V1 = """format-version: 1.2
@@ -23,6 +23,7 @@ name: root
 [Term]
 id: DOID:2
 name: disease two
+synonym: "old name" EXACT []
 is_a: DOID:1
 relationship: part_of DOID:3
 
@@ -36,7 +37,7 @@ id: DOID:4
 name: disease four
 is_a: DOID:1
 """
-# DOID:2 loses its part_of, DOID:3 is gone, DOID:4 is obsolete and replaced
+# DOID:2 loses its part_of and gets another synonym, DOID:3 is gone, DOID:4 is obsolete and replaced
 V2 = """format-version: 1.2
 ontology: doid
 
@@ -47,6 +48,7 @@ name: root
 [Term]
 id: DOID:2
 name: disease two
+synonym: "new name" EXACT []
 is_a: DOID:1
 
 [Term]
@@ -68,8 +70,10 @@ def test_a_corrected_obo_file_ends_what_it_no_longer_states(store: BaseGraphStor
     ingest(store, obo_items(v1, source="doid", replace=True), "doid", progress=False)
     # another source's edge on the same terms, and the same file loaded without --replace
     store.upsert_relations([Relation(subject="DOID:3", type="IS_A", object="DOID:2", source="curator")])
+    store.upsert_entities([Entity(id="DOID:1", name="root", synonyms=["base"], sources=["curator"])])
     assert ingest(store, obo_items(v2, source="doid"), "doid", progress=False).relations.invalidated == 0
     assert ("PART_OF", "DOID:3", "doid") in current(store, "DOID:2")  # additive: nothing ended
+    assert store.get_entity("DOID:2").synonyms == ["old name", "new name"]  # merged
 
     report = ingest(store, obo_items(v2, source="doid", replace=True), "doid", progress=False)
     assert report.relations.invalidated == 3
@@ -77,6 +81,9 @@ def test_a_corrected_obo_file_ends_what_it_no_longer_states(store: BaseGraphStor
     assert current(store, "DOID:2") == {("IS_A", "DOID:1", "doid")}
     assert current(store, "DOID:3") == {("IS_A", "DOID:2", "curator")}  # another source's edge stays
     assert current(store, "DOID:4") == {("REPLACED_BY", "DOID:2", "doid")}
+    # the file's own entities take its statement as it is now; one another source also states is merged
+    assert store.get_entity("DOID:2").synonyms == ["new name"]
+    assert store.get_entity("DOID:1").synonyms == ["base"] and store.get_entity("DOID:1").sources == ["doid", "curator"]
     history = [r for r in store.relations(subject="DOID:2") if r.type == "PART_OF"]
     assert len(history) == 1 and history[0].valid_to is not None  # ended, kept
 
