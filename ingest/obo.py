@@ -129,15 +129,22 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
                 return
             start, kind = pending
             tags: list[tuple[int, str, str]] = []
+            seen: dict[str, int] = {}  # term id -> the line of its first stanza
 
             def finish() -> Iterator[OboTerm | Problem]:
                 if kind != "[Term]":
                     return
-                ids = [value for _, tag, value in tags if tag == "id"]
+                ids = [(lineno, value) for lineno, tag, value in tags if tag == "id"]
                 if not ids:
                     yield Problem(file=str(path), line=start, message="[Term] stanza without an id: skipped")
                     return
-                term = OboTerm(id=ids[0], line=start)
+                for lineno, other in ids[1:]:
+                    yield Problem(file=str(path), line=lineno, message=f"{ids[0][1]}: a second id {other!r}: ignored")
+                first = seen.setdefault(ids[0][1], start)
+                if first != start:  # OBO allows it (the stanzas are one term), but it is usually a slip
+                    message = f"{ids[0][1]}: a second stanza of the term (the first at line {first}): merged"
+                    yield Problem(file=str(path), line=start, message=message)
+                term = OboTerm(id=ids[0][1], line=start)
                 for lineno, tag, value in tags:
                     problem = _apply(term, tag, value) if tag != "id" else None
                     if problem:

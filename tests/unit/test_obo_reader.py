@@ -102,3 +102,18 @@ def test_the_release_a_data_version_names_and_the_source_it_makes() -> None:
     assert subset == ("doid/DO_rare_slim:2026-07-31", "doid/DO_rare_slim:")
     assert source_of("go", "v1.2") == ("go:v1.2", None)  # no date: no order of releases
     assert source_of("doid", None) == ("doid", None) and source_of("doid:x", "releases/2016-06-24") == ("doid:x", None)
+
+
+def test_a_second_stanza_of_a_term_and_a_second_id_are_reported(tmp_path: Path) -> None:
+    path = tmp_path / "dup.obo"
+    path.write_text(
+        "format-version: 1.2\n\n[Term]\nid: DOID:1\nname: one\n\n[Term]\nid: DOID:2\nid: DOID:6\nname: two\n\n"
+        "[Term]\nid: DOID:1\nname: one again\n"
+    )
+    found = list(obo_items(path, source="doid"))
+    problems = [(p.line, p.message) for p in found if isinstance(p, Problem)]
+    assert problems == [
+        (9, "DOID:2: a second id 'DOID:6': ignored"),
+        (12, "DOID:1: a second stanza of the term (the first at line 3): merged"),
+    ]
+    assert [e.name for e in found if isinstance(e, Entity)] == ["one", "two", "one again"]
