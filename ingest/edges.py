@@ -153,6 +153,7 @@ def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Ite
     states end (``Complete``)."""
     path = Path(path)
     relations: list[Relation] = []
+    first_line: dict[str, tuple[int, bool]] = {}  # relation key -> the line that first stated it, negated?
     if replace:
         yield Complete(mapping.source)
     with open_text(path) as handle:
@@ -197,16 +198,18 @@ def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Ite
                         yield _entity(spec.object_node, obj, row, mapping.source)
                     negated = (spec.negated.raw(row) or "").lower() in ("true", "1", "yes") if spec.negated else False
                     evidence = {c: row[c] for c in spec.evidence if row.get(c)}
-                    relations.append(
-                        Relation(
-                            subject=subject,
-                            type=rel_type,
-                            object=obj,
-                            source=mapping.source,
-                            evidence=evidence,
-                            negated=negated,
+                    relation = Relation(
+                        subject=subject, type=rel_type, object=obj, source=mapping.source, evidence=evidence,
+                        negated=negated,
+                    )  # fmt: skip
+                    earlier = first_line.setdefault(relation.key, (lineno, negated))
+                    if earlier[1] != negated:  # one fact stated and denied: the later row is the one kept
+                        said, before = ("denied", "stated") if negated else ("stated", "denied")
+                        message = (
+                            f"{subject} {rel_type} {obj} {said} here, {before} at line {earlier[0]}: this row is kept"
                         )
-                    )
+                        yield Problem(file=str(path), line=lineno, message=message)
+                    relations.append(relation)
             except (CurieError, ValidationError) as exc:
                 message = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
                 yield Problem(file=str(path), line=lineno, message=message)
