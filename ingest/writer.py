@@ -37,10 +37,12 @@ class Ended:
 @dataclass(frozen=True)
 class Supersedes:
     """This load is the whole of release ``source`` (e.g. ``hpo:2025-01-16``): current edges of the
-    sources of the same ``family`` (``hpo:``) that sort before it, older releases, are ended."""
+    sources of the same ``family`` (``hpo:``) that sort before it, older releases, are ended, but for
+    those of ``kept_types``, which the load did not read (HPO without its gene file)."""
 
     source: str
     family: str
+    kept_types: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def ingest(
         current = store.current_sources()
         for release in supersedes:
             for older in (s for s in current if s.startswith(release.family) and s < release.source):
-                n = store.end_source(older)
+                n = store.end_source(older, keep_types=release.kept_types)
                 report.relations.invalidated += n
                 report.count(f"edges of the older release {older} (ended)", n)
         report.timed("end older releases", time.perf_counter() - t0)

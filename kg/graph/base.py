@@ -98,7 +98,9 @@ class GraphStore(Protocol):
         self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
     ) -> int: ...
     def current_sources(self) -> dict[str, int]: ...
-    def end_source(self, source: str, at: datetime | None = None, keep: Collection[str] = ...) -> int: ...
+    def end_source(
+        self, source: str, at: datetime | None = None, keep: Collection[str] = ..., keep_types: Collection[str] = ...
+    ) -> int: ...
     def stats(self) -> GraphStats: ...
     def batch(self) -> Any: ...
     def clear(self) -> None: ...
@@ -450,14 +452,21 @@ class BaseGraphStore(ABC):
         """How many current edges each source has."""
         return dict(sorted((str(s), int(n)) for s, n in self._run(self.cypher.COUNT_CURRENT_BY_SOURCE)))
 
-    def end_source(self, source: str, at: datetime | None = None, keep: Collection[str] = frozenset()) -> int:
-        """End every current edge of ``source`` but those whose key is in ``keep`` (a release superseded
-        by a newer one; what a load that is the whole of its source no longer states), in batches by
-        key; the edges stay stored for history queries. Returns how many."""
+    def end_source(
+        self,
+        source: str,
+        at: datetime | None = None,
+        keep: Collection[str] = frozenset(),
+        keep_types: Collection[str] = frozenset(),
+    ) -> int:
+        """End every current edge of ``source`` but those whose key is in ``keep`` or whose type is in
+        ``keep_types`` (a release superseded by a newer one; what a load that is the whole of its
+        source no longer states), in batches by key; the edges stay stored for history queries.
+        Returns how many."""
         at_text, ended, after = format_time(at or utc_now()), 0, ""
         while rows := self._relation_rows(None, None, None, False, self.batch_size, source, after):
             after = rows[-1]["key"]
-            if gone := [r for r in rows if r["key"] not in keep]:
+            if gone := [r for r in rows if r["key"] not in keep and r["type"] not in keep_types]:
                 with self.batch():
                     ended += self._invalidate_keys(gone, at_text)
         return ended

