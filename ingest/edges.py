@@ -202,8 +202,9 @@ def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Ite
                         subject=subject, type=rel_type, object=obj, source=mapping.source, evidence=evidence,
                         negated=negated,
                     )  # fmt: skip
-                    earlier = first_line.setdefault(relation.key, (lineno, negated))
-                    if earlier[1] != negated:  # one fact stated and denied: the later row is the one kept
+                    # a mapping that can deny a fact: one fact stated and denied, the later row is the one kept
+                    earlier = first_line.setdefault(relation.key, (lineno, negated)) if spec.negated else None
+                    if earlier is not None and earlier[1] != negated:
                         said, before = ("denied", "stated") if negated else ("stated", "denied")
                         message = (
                             f"{subject} {rel_type} {obj} {said} here, {before} at line {earlier[0]}: this row is kept"

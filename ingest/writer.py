@@ -78,7 +78,6 @@ def ingest(
     supersedes: list[Supersedes] = []
     stated: dict[str, set[str]] = {}  # source loaded whole (Complete) -> the keys of its edges in this load
     whole: list[Complete] = []
-
     replacing: set[str] = set()  # the sources whose statements of an entity this load replaces (Complete)
 
     def flush_entities() -> None:
