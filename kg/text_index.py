@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS documents (
     deleted INTEGER NOT NULL DEFAULT 0,
     linked_with TEXT
 );
+-- generation: bumped in the transaction of every change to passage texts, so that the BM25 files
+-- (stamped with the generation they were built from) are known stale after a crash too
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 _DOCUMENT_COLUMNS = "id, fingerprint, title, journal, year, authors, doi, retracted, deleted, linked_with"
 
@@ -156,9 +159,16 @@ class TextIndex:
     def vectors(self) -> VectorIndex:
         if self._vectors is None:
             try:
-                self._vectors = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+                vectors = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
             except VectorIndexError as exc:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
+            # Passages are deleted from the table first: a process that stopped before saving the
+            # vectors left theirs behind. They go (in memory; the next save writes it).
+            rows = {r[0] for r in self._db.execute("SELECT id FROM passages")}
+            if ghosts := [i for i in vectors.ids() if i not in rows]:
+                logger.warning("%d vectors of passages no longer stored in %s: dropped", len(ghosts), self.directory)
+                vectors.remove(ghosts)
+            self._vectors = vectors
         return self._vectors
 
     def rebuild_hint(self) -> str:
@@ -310,6 +320,8 @@ class TextIndex:
                     )
                     self._dirty = True
                 todo.append(rec)
+            if self._dirty:
+                self._bump_generation()
             self._db.commit()
         # Embedding is decided by the vectors' own fingerprints, so an interrupted run re-embeds
         # exactly what did not reach the saved index.
@@ -384,6 +396,8 @@ class TextIndex:
             n = 0
             for chunk, marks in in_chunks(ids):
                 n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
+            if n:
+                self._bump_generation()
             self._db.commit()
             self._dirty = self._dirty or n > 0
         self.vectors.remove(ids)
@@ -408,12 +422,18 @@ class TextIndex:
     def _bm25_dir(self) -> Path:
         return self.directory / f"{self.name}.bm25"
 
+    def _bump_generation(self) -> None:
+        """Count a change to the passage texts, in the caller's transaction."""
+        self._db.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', 1) ON CONFLICT(key) DO UPDATE SET value = value + 1"
+        )
+
     def _table_stamp(self) -> str:
-        row = self._db.execute("SELECT count(*), coalesce(sum(length(text)), 0) FROM passages").fetchone()
-        digest = hashlib.sha1()
-        for (pid,) in self._db.execute("SELECT id FROM passages ORDER BY id"):
-            digest.update(pid.encode())
-        return f"{row[0]}:{row[1]}:{digest.hexdigest()}"
+        """What the BM25 files must have been built from: the table's generation and size (a change
+        of one passage's text to another of the same length counts too, crash or not)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        count = self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+        return f"generation {row[0] if row else 0}, {count} passages"
 
     def _bm25_stamp(self) -> str | None:
         path = self._bm25_dir / "medkg.json"
@@ -519,8 +539,8 @@ class TextIndex:
         order = sorted(fused, key=lambda p: (-fused[p], p))
         if mode == "hybrid":
             order = [p for p in order if cosines.get(p, -1.0) >= floor]
-        order = order[:k]
         records = self.get(order)
+        order = [p for p in order if p in records][:k]  # a vector whose passage is gone counts for nothing
         documents = self.get_documents(r.doc_id for r in records.values())
         hits = []
         for pid in order:

@@ -73,6 +73,33 @@ def test_bm25_is_rebuilt_when_its_files_lag_the_table(tmp_path: Path, text_embed
     assert reopened.search("zoledronic", k=1, mode="bm25")[0].id == "PMID:4#s0"
 
 
+def test_a_crash_after_a_passage_changed_to_text_of_the_same_length_leaves_bm25_current(
+    tmp_path: Path, text_embedder
+) -> None:
+    index = TextIndex(tmp_path, text_embedder)
+    index.add([PassageRecord("IUXR:7#s1", "IUXR:7", "Small left pleural effusion.")])
+    index.commit()
+    index.add([PassageRecord("IUXR:7#s1", "IUXR:7", "Large left pleural effusion.")])  # the same length
+    index.close()  # a crash before commit: BM25 files of the old text, the same ids and lengths
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert [h.id for h in reopened.search("large effusion", k=1, mode="bm25")] == ["IUXR:7#s1"]
+    assert reopened.search("small", k=1, mode="bm25") == []
+
+
+def test_vectors_of_passages_removed_before_a_crash_are_dropped(tmp_path: Path, text_embedder) -> None:
+    """Removal deletes the rows first; a process that stops before the vectors are saved leaves theirs
+    behind, and they must not take the places of real passages in a search."""
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(PASSAGES)
+    index.commit()
+    assert index.remove(["PMID:1#s0", "PMID:1#s3"]) == 2
+    index.close()  # the crash: the vectors on disk still hold all five
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert len(reopened.vectors) == 3 and "PMID:1#s0" not in reopened.vectors
+    hits = reopened.search("marfan syndrome aortic dilation", k=3, mode="dense", floor=-1.0)
+    assert len(hits) == 3 and all(h.doc_id != "PMID:1" for h in hits)
+
+
 def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) -> None:
     """``reindex`` from the passage table alone: after the vector files are lost, an interrupted run
     keeps what it saved at its checkpoints and the next run embeds only the rest; vectors of passages
