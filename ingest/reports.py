@@ -688,7 +688,8 @@ class ReportLoader:
         finding_edges = [e for item in prepared for e in findings.get(item.doc_id, [])]
         if changed:
             self._retire_stale(changed, {e.key for e in mention_edges + finding_edges}, result)
-        result.entities += self.store.upsert_entities(entities)
+        # its own documents and passages take their statement as it is now (a passage back is not obsolete)
+        result.entities += self.store.upsert_entities(entities, replacing={source})
         result.relations += self.store.upsert_relations(relations + mention_edges + finding_edges)
         result.passages += sum(len(p.text.passages) for p in prepared)
         result.mentions += len(mention_edges)

@@ -276,7 +276,8 @@ class PubmedLoader:
                         Relation(subject=doc_id, type=HAS_MESH_TERM, object=f"MESH:{heading.ui}", source=SOURCE,
                                  evidence=evidence)
                     )  # fmt: skip
-        report.entities += self.store.upsert_entities(entities)
+        # its own documents and passages take their statement as it is now (a passage back is not obsolete)
+        report.entities += self.store.upsert_entities(entities, replacing={SOURCE})
         report.relations += self.store.upsert_relations(relations)
         now = {item.text.doc_id: _Links.of(item.text, item.mentions) for item in prepared}
         self._replace_links({doc: (previous.get(doc, _Links()), links) for doc, links in now.items()}, report)

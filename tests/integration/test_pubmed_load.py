@@ -110,6 +110,13 @@ def test_changed_deleted_and_retracted_records(store: BaseGraphStore, tmp_path: 
     assert any(r.valid_to for r in store.relations(subject=gone[0], type=MENTIONS))
     # "cancer" was only in the old text: its co-mentions ended with the retired passage.
     assert [r for r in store.relations(subject="DOID:162", include_invalid=False) if r.type == CO_MENTIONED] == []
+    # The long wording back (a correction undone): its passages are current again, not obsolete.
+    loader.load([marfan(abstract=long_results)])
+    assert loader.text_index.document_passages("PMID:100") == before
+    assert not any(store.get_entity(p).obsolete for p in before)
+    assert [n.entity.id for n in store.neighbours(gone[0], rel_types=[HAS_PASSAGE], direction="in")] == ["PMID:100"]
+    assert store.get_entity(before[0]).synonyms == []  # the shorter wording left no name behind
+    loader.load([marfan()])
 
     # A DeleteCitation retires the document; a retraction notice flags the retracted paper.
     report = loader.load([Deletion(pmids=["100"]), marfan(pmid="300", retraction_of=["200"])])

@@ -192,3 +192,13 @@ def test_a_changed_report_replaces_its_passages_and_edges(store: BaseGraphStore,
     mentioned = {n.entity.id for p in after for n in store.neighbours(p, rel_types=[MENTIONS], direction="out")}
     assert mentioned == {"HP:0001640"}
     assert loader.reports.get("IUXR:7").impression == "Cardiomegaly."
+
+    # The first wording again: its passages come back current, not obsolete, and the shorter wording
+    # leaves no synonyms behind.
+    loader.load([long])
+    assert loader.text_index.document_passages("IUXR:7") == before
+    for passage in before:
+        entity = store.get_entity(passage)
+        assert not entity.obsolete and entity.synonyms == [], passage
+        assert [n.entity.id for n in store.neighbours(passage, rel_types=[HAS_PASSAGE], direction="in")] == ["IUXR:7"]
+    assert store.get_entity("IUXR:7").synonyms == []
