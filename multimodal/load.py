@@ -19,10 +19,20 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from kg.graph.base import BaseGraphStore
+from kg.graph.base import BaseGraphStore, row_to_relation
+from kg.model import Relation
 from multimodal.deid import Pseudonymizer
 from multimodal.dicom import DicomError, DicomImage, iter_dicom
-from multimodal.graph import image_entities, report_relation
+from multimodal.graph import (
+    DEPICTS,
+    HAS_IMAGE,
+    HAS_MODALITY,
+    HAS_REPORT,
+    SOURCE_DICOM,
+    SOURCE_REPORTS,
+    image_entities,
+    report_relation,
+)
 from multimodal.image_index import ImageIndex, ImageReindexResult
 
 __all__ = ["FilesRead", "ImageLoadResult", "file_key", "load_images", "read_images", "reindex_images"]
@@ -55,6 +65,7 @@ class ImageLoadResult(FilesRead):
     unchanged: int = 0
     embedded: int = 0
     reports_linked: int = 0
+    edges_ended: int = 0  # of images loaded again whose file says otherwise now
     seconds: float = 0.0
 
 
@@ -106,6 +117,26 @@ def reindex_images(
         return tally, index.reindex(img for _, img in read)
 
 
+def _stale_edges(graph: BaseGraphStore, image_ids: list[str], now: set[str], paired: set[str]) -> list[Relation]:
+    """The current edges of images loaded again that their file no longer states (a corrected body
+    part or modality, another study): those of ``dicom`` not among ``now``, and the report link of an
+    image this load pairs with another report (one loaded without a pairing keeps its own)."""
+    known = graph.existing(image_ids)
+    if not known:
+        return []
+    rows = [*graph.edge_rows(sorted(known), [HAS_MODALITY, DEPICTS, HAS_REPORT], "out"),
+            *graph.edge_rows(sorted(known), [HAS_IMAGE], "in")]  # fmt: skip
+    stale = []
+    for image_id, row, _ in rows:
+        rel = row_to_relation(row)
+        if rel.key in now or rel.source not in (SOURCE_DICOM, SOURCE_REPORTS):
+            continue
+        if rel.type == HAS_REPORT and image_id not in paired:
+            continue
+        stale.append(rel)
+    return stale
+
+
 def load_images(
     graph: BaseGraphStore,
     index: ImageIndex,
@@ -128,6 +159,7 @@ def load_images(
         result.unchanged += added.unchanged
         result.embedded += added.embedded
         entities, relations = [], []
+        paired: set[str] = set()  # images whose report this load names
         for img, report_id in pending:
             ents, rels = image_entities(img)
             entities += ents
@@ -137,8 +169,12 @@ def load_images(
                     index.link_report(img.image_id, report_id)
                     relations.append(report_relation(img.image_id, report_id))
                     result.reports_linked += 1
-        graph.upsert_entities(entities)
+                    paired.add(img.image_id)
+        stale = _stale_edges(graph, [img.image_id for img, _ in pending], {r.key for r in relations}, paired)
+        graph.upsert_entities(entities, replacing={SOURCE_DICOM})
         graph.upsert_relations(relations)
+        if stale:
+            result.edges_ended += graph.invalidate_relations(stale)
         index.commit()
         pending.clear()
 

@@ -300,7 +300,8 @@ def run_dicom(c: Container, paths: list[Path], progress: bool) -> None:
         f"dicom: {r.files:,} files, {r.images:,} images ({r.added:,} added, {r.changed:,} changed, "
         f"{r.unchanged:,} unchanged, {r.embedded:,} embedded; {r.duplicates:,} duplicate instances skipped), "
         f"{r.reports_linked:,} paired with their report, "
-        f"{len(c.image_index):,} in the image index ({r.seconds:.1f} s)",
+        + (f"{r.edges_ended:,} edges ended that corrected files no longer state, " if r.edges_ended else "")
+        + f"{len(c.image_index):,} in the image index ({r.seconds:.1f} s)",
         highlight=False,
     )
     if r.errors:
