@@ -390,6 +390,7 @@ class ReportLoadResult(IngestReport):
     documents_unchanged: int = 0
     passages: int = 0  # passages written (of added and changed reports)
     passages_retired: int = 0
+    documents_retired: int = 0  # reports no longer in a collection loaded whole (``replace``)
     mentions: int = 0  # MENTIONS edges written
     mentions_negated: int = 0
     findings_linked: int = 0  # HAS_FINDING edges written
@@ -461,10 +462,13 @@ class ReportLoader:
         return hashlib.sha1(payload.encode()).hexdigest()
 
     # ---- driver ------------------------------------------------------------------------------
-    def load(self, reports: Iterable[RadiologyReport | ReportProblem]) -> ReportLoadResult:
+    def load(self, reports: Iterable[RadiologyReport | ReportProblem], *, replace: bool = False) -> ReportLoadResult:
+        """Load reports (the changed and new ones); ``replace``: they are the whole collection, and its
+        reports not among them are retired once they are loaded (none if the file had problems)."""
         result = ReportLoadResult(source=self.source)
         started = time.perf_counter()
         pending: list[tuple[DocumentRecord, RadiologyReport]] = []
+        seen: set[str] = set()
         with batched_load(
             self.store,
             lambda batch: pending.extend(self._load_batch(batch, result)),
@@ -481,9 +485,38 @@ class ReportLoader:
                     result.problem(record)
                     continue
                 result.reports_read += 1
+                seen.add(self.collection.doc_id(record.uid))
                 batches.add(record)
+        if replace and result.problem_count:  # a row it could not read may be a report it still holds
+            result.note("--replace: nothing retired, the file had problems (fix them and load it again)")
+        elif replace:
+            self._retire_documents(seen, result)
         result.seconds = round(time.perf_counter() - started, 3)
         return result
+
+    def _retire_documents(self, kept: set[str], result: ReportLoadResult) -> None:
+        """Retire the collection's reports not in ``kept``: the document and its passages obsolete, their
+        edges ended, out of the passage index and the report table, the citation record marked deleted.
+        A report that comes back is loaded anew."""
+        prefix = f"{self.collection.prefix}:"
+        gone = sorted(({d for d, _ in self.reports.iter()} | set(self.text_index.iter_document_ids(prefix))) - kept)
+        gone = [d for d in gone if d.startswith(prefix)]
+        if not gone:
+            return
+        passages = [p for d in gone for p in self.text_index.document_passages(d)]
+        # every current edge of theirs: passages, mentions, findings, the report links of its images
+        ended = [n.relation for node in [*gone, *passages] for n in self.store.neighbours(node, limit=100_000)]
+        retired = self.store.get_entities([*gone, *passages])
+        self.store.upsert_entities(e.model_copy(update={"obsolete": True}) for e in retired.values())
+        if ended:
+            result.relations.invalidated += self.store.invalidate_relations(ended)
+        self.store.checkpoint()
+        self.text_index.remove(passages)
+        self.text_index.commit()
+        self.text_index.mark_documents(gone, deleted=True)
+        self.reports.delete(gone)
+        result.passages_retired += len(passages)
+        result.documents_retired += len(gone)
 
     def relink(self, *, force: bool = False) -> ReportLoadResult:
         """Link the stored reports of this collection again with the current linker (after an ontology

@@ -328,15 +328,17 @@ def ingest_dicom(
         run_dicom(c, paths, progress)
 
 
-def run_reports(c: Container, file: Path, projections: Path | None, progress: bool) -> None:
+def run_reports(c: Container, file: Path, projections: Path | None, progress: bool, replace: bool = False) -> None:
     from ingest.reports import ReportLoader, read_iu_reports
 
     loader = ReportLoader(c.graph, c.text_index, c.nlp, c.document_linker, progress=progress, reports=c.reports)
-    result = loader.load(read_iu_reports(file, projections))
+    result = loader.load(read_iu_reports(file, projections), replace=replace)
     render(result)
     out.print(
         f"reports: {result.documents_added:,} added, {result.documents_changed:,} changed, "
-        f"{result.documents_unchanged:,} unchanged; {len(c.reports):,} in the report table",
+        f"{result.documents_unchanged:,} unchanged"
+        + (f", {result.documents_retired:,} retired (not in the file)" if replace else "")
+        + f"; {len(c.reports):,} in the report table",
         highlight=False,
     )
 
@@ -347,6 +349,14 @@ def ingest_reports(
     projections: Annotated[
         Path | None, typer.Option(help="The image list (uid, filename, projection).", exists=True, dir_okay=False)
     ] = None,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="The file is the whole collection: its reports no longer in it are retired (obsolete, edges "
+            "ended, out of the indexes); nothing is retired if the file has problems.",
+        ),
+    ] = False,
     progress: ProgressOpt = True,
 ) -> None:
     """Radiology reports as Documents and Passages (indication, findings, impression), linked mentions
@@ -357,7 +367,7 @@ def ingest_reports(
 
     with container() as c:
         try:
-            run_reports(c, file, projections, progress)
+            run_reports(c, file, projections, progress, replace)
         except ReportFormatError as exc:
             out.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(2) from None

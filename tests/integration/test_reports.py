@@ -202,3 +202,34 @@ def test_a_changed_report_replaces_its_passages_and_edges(store: BaseGraphStore,
         assert not entity.obsolete and entity.synonyms == [], passage
         assert [n.entity.id for n in store.neighbours(passage, rel_types=[HAS_PASSAGE], direction="in")] == ["IUXR:7"]
     assert store.get_entity("IUXR:7").synonyms == []
+
+
+def test_a_collection_loaded_whole_retires_the_reports_it_no_longer_has(
+    store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    store.upsert_entities(ONTOLOGY)
+    loader = loader_for(store, tmp_path, text_embedder)
+    seven = RadiologyReport(uid="7", indication="Cough.", findings="Moderate cardiomegaly.", mesh=["Cardiomegaly"])
+    eight = RadiologyReport(uid="8", indication="Chest pain.", findings="Small pleural effusion. No pneumothorax.")
+    loader.load([seven, eight])
+    passages = loader.text_index.document_passages("IUXR:8")
+    assert passages and store.neighbours("IUXR:8", [HAS_PASSAGE])
+
+    # a file with a problem retires nothing: the row it could not read may be report 8
+    broken = loader.load([seven, ReportProblem(file="r.csv", line=3, message="bad row")], replace=True)
+    assert broken.documents_retired == 0 and loader.reports.get("IUXR:8") is not None
+    assert "--replace: nothing retired, the file had problems (fix them and load it again)" in broken.notes
+
+    result = loader.load([seven], replace=True)
+    assert (result.documents_unchanged, result.documents_retired, result.passages_retired) == (1, 1, len(passages))
+    assert store.get_entity("IUXR:8").obsolete and all(store.get_entity(p).obsolete for p in passages)
+    assert store.neighbours("IUXR:8") == [] and all(store.neighbours(p) == [] for p in passages)
+    assert any(r.valid_to for r in store.relations(subject=passages[0], type=MENTIONS))  # ended, kept
+    assert loader.text_index.document_passages("IUXR:8") == [] and loader.reports.get("IUXR:8") is None
+    assert all(h.doc_id != "IUXR:8" for h in loader.text_index.search("pleural effusion", k=5, floor=-1.0))
+    assert not store.get_entity("IUXR:7").obsolete and loader.reports.get("IUXR:7") is not None
+
+    back = loader.load([seven, eight])  # the report comes back: loaded anew
+    assert back.documents_changed == 1
+    assert not store.get_entity("IUXR:8").obsolete and loader.text_index.document_passages("IUXR:8") == passages
+    assert not any(store.get_entity(p).obsolete for p in passages) and loader.reports.get("IUXR:8") is not None
