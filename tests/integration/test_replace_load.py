@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ingest.edges import edge_items, load_mapping
 from ingest.obo import obo_items
-from ingest.writer import ingest
+from ingest.writer import OlderRelease, ingest
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 from tests.integration.test_ingest_ontologies import INDICATIONS, need
@@ -143,3 +145,22 @@ def test_a_newer_release_loaded_whole_supersedes_the_older_but_not_another_file(
         ("IS_A", "DOID:1", "doid/DO_rare_slim:2025-06-01"),
         ("PART_OF", "DOID:3", "doid/DO_rare_slim:2025-06-01"),
     }
+
+
+def test_an_older_release_loaded_whole_after_a_newer_one_is_refused(store: BaseGraphStore, tmp_path: Path) -> None:
+    def release(name: str, text: str, version: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text.replace("ontology: doid", f"data-version: {version}\nontology: doid"))
+        return path
+
+    ingest(store, obo_items(release("new.obo", V2, "doid/releases/2025-06-01"), source="doid", replace=True), "doid",
+           progress=False)  # fmt: skip
+    before = (store.current_sources(), store.get_entity("DOID:2"), current(store, "DOID:2"))
+    old = release("old.obo", V1, "doid/releases/2024-01-01")
+    with pytest.raises(OlderRelease, match="holds doid:2025-06-01, newer than doid:2024-01-01"):
+        ingest(store, obo_items(old, source="doid", replace=True), "doid", progress=False)
+    assert (store.current_sources(), store.get_entity("DOID:2"), current(store, "DOID:2")) == before
+    assert "old name" not in (store.get_entity("DOID:2").synonyms or [])
+    again = ingest(store, obo_items(release("same.obo", V2, "doid/releases/2025-06-01"), source="doid", replace=True),
+                   "doid", progress=False)  # fmt: skip
+    assert again.relations.invalidated == 0 and store.current_sources() == before[0]
