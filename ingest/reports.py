@@ -343,6 +343,14 @@ class ReportStore:
         report = self.get(doc_id)
         return report.sections() if report is not None else {}
 
+    def ids(self, prefix: str = "") -> list[str]:
+        """The stored document ids that start with ``prefix``, sorted (no report is read)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT doc_id FROM reports WHERE substr(doc_id, 1, ?) = ? ORDER BY doc_id", (len(prefix), prefix)
+            ).fetchall()
+        return [r[0] for r in rows]
+
     def iter(self, batch: int = 1000) -> Iterator[tuple[str, RadiologyReport]]:
         """Every stored report in document-id order (read in pages, so writes may interleave)."""
         after = ""
@@ -499,8 +507,7 @@ class ReportLoader:
         edges ended, out of the passage index and the report table, the citation record marked deleted.
         A report that comes back is loaded anew."""
         prefix = f"{self.collection.prefix}:"
-        gone = sorted(({d for d, _ in self.reports.iter()} | set(self.text_index.iter_document_ids(prefix))) - kept)
-        gone = [d for d in gone if d.startswith(prefix)]
+        gone = sorted((set(self.reports.ids(prefix)) | set(self.text_index.iter_document_ids(prefix))) - kept)
         if not gone:
             return
         passages = [p for d in gone for p in self.text_index.document_passages(d)]

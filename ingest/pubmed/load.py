@@ -385,7 +385,7 @@ class PubmedLoader:
         now = {d: _Links.of(text, mentions) for (d, (text, _)), mentions in zip(texts.items(), linked, strict=True)}
         report.timed("linking", time.perf_counter() - t0)
         t0 = time.perf_counter()
-        before = self._stored_links(texts.keys(), {d: text for d, (text, _) in texts.items()})
+        before = self._links_in({d: text for d, (text, _) in texts.items()})
         changes: dict[str, tuple[_Links, _Links]] = {}
         for doc_id, links in now.items():
             had = before[doc_id]
@@ -412,12 +412,14 @@ class PubmedLoader:
         parsed = self.nlp.pipe((" ".join(p.text for p in ps) for _, ps in found), batch_size=64)
         return {d: (stored_text(d, ps, doc), doc) for (d, ps), doc in zip(found, parsed, strict=True)}
 
-    def _stored_links(self, doc_ids: Iterable[str], texts: dict[str, ArticleText] | None = None) -> dict[str, _Links]:
-        """What loaded documents link as the graph holds it: the current ``MENTIONS`` edges of their
-        stored passages and the co-mention pairs those make in the stored text (``texts``, when the
-        caller has rebuilt them already). Documents without stored passages are left out."""
-        if texts is None:
-            texts = {d: text for d, (text, _) in self._stored_texts(list(doc_ids)).items()}
+    def _stored_links(self, doc_ids: Sequence[str]) -> dict[str, _Links]:
+        """What loaded documents link as the graph holds it (``_links_in``), their texts rebuilt from
+        the stored passages. Documents without stored passages are left out."""
+        return self._links_in({d: text for d, (text, _) in self._stored_texts(doc_ids).items()})
+
+    def _links_in(self, texts: dict[str, ArticleText]) -> dict[str, _Links]:
+        """What the documents of ``texts`` (stored texts) link as the graph holds it: the current
+        ``MENTIONS`` edges of their passages and the co-mention pairs those make in the text."""
         by_passage: dict[str, dict[str, Relation]] = defaultdict(dict)
         for passage_id, rel_row, _ in self.store.edge_rows([p.id for t in texts.values() for p in t.passages],
                                                            [MENTIONS], "out"):  # fmt: skip

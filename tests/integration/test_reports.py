@@ -152,6 +152,9 @@ def test_reports_load_as_documents_passages_mentions_and_findings(
     assert table.get("IUXR:2").images == reports[0].images and table.get("IUXR:2").mesh == reports[0].mesh
     assert table.sections("IUXR:6")["IMPRESSION"] == "No acute cardiopulmonary findings."
     assert [doc_id for doc_id, _ in table.iter(batch=7)] == sorted(f"IUXR:{r.uid}" for r in reports)
+    assert table.ids("IUXR:") == table.ids() == sorted(f"IUXR:{r.uid}" for r in reports)
+    assert table.ids("IUXR:1") == sorted(f"IUXR:{r.uid}" for r in reports if r.uid.startswith("1"))
+    assert table.ids("OTHER:") == []
 
     # Loading the same reports again changes nothing.
     before = store.stats()
