@@ -426,11 +426,21 @@ def _pseudonymise_uids(ds: Dataset, tag: BaseTag, pseudonymizer: Pseudonymizer) 
     ds[tag] = DataElement(tag, "UI", new if len(new) > 1 else new[0] if new else "")
 
 
+def _encodings(ds: Dataset) -> list[str]:
+    """The Python codecs of a dataset's text: its Specific Character Set, else ISO 8859 (pydicom's
+    default for a file that names none)."""
+    return convert_encodings(_raw_values(ds, _CHARSET) or ["ISO_IR 6"]) if _CHARSET in ds else ["iso8859"]
+
+
 def _identifiers(ds: Dataset) -> list[str]:
+    """The patient's names and ids as they read in the file's character set (what its descriptors
+    are cleaned in) and as UTF-8 or Latin-1 (a file whose declared set is wrong or missing)."""
     found: list[str] = []
+    encodings = _encodings(ds)
     for keyword in _IDENTIFIER_KEYWORDS:
         tag = tag_for_keyword(keyword)
-        for text in _raw_values(ds, tag) if tag in ds else []:
+        read = [*_raw_values(ds, tag, encodings), *_raw_values(ds, tag)] if tag in ds else []
+        for text in dict.fromkeys(read):
             found.append(text)
             found.extend(re.split(r"[\^=]", text))  # PN components: family^given^middle^prefix^suffix
     # Longest first, so "Doe^Jane" is removed before "Doe"; single letters would eat ordinary text.
@@ -465,7 +475,7 @@ def _scrub(ds: Dataset, pseudonymizer: Pseudonymizer, identifiers: list[str], en
     """Remove, replace and clean in place, recursively. Nothing removed or replaced is converted by
     pydicom first, so its value validation never quotes an identifier into a warning or a log."""
     if _CHARSET in ds:
-        encodings = convert_encodings(_raw_values(ds, _CHARSET) or ["ISO_IR 6"])
+        encodings = _encodings(ds)
     for tag in list(ds.keys()):
         if tag.is_private or int(tag) in PHI_TAGS or _is_overlay_or_curve(int(tag)):
             del ds[tag]
@@ -499,7 +509,7 @@ def deidentify(ds: Dataset, pseudonymizer: Pseudonymizer) -> Dataset:
     if hasattr(ds, "original_encoding"):
         out.set_original_encoding(*ds.original_encoding, ds.original_character_set)
 
-    _scrub(out, pseudonymizer, identifiers, ["iso8859"])
+    _scrub(out, pseudonymizer, identifiers, _encodings(ds))
     if meta is not None:
         for tag in list(out.file_meta.keys()):
             if _vr(out.file_meta, tag) == "UI":

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydicom import dcmread
 from pydicom.datadict import keyword_for_tag
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.sequence import Sequence
@@ -207,3 +208,43 @@ def test_deidentify_is_deterministic_per_key() -> None:
     c = deidentify(_dataset(), Pseudonymizer(bytes(32)))
     assert a.StudyInstanceUID == b.StudyInstanceUID != c.StudyInstanceUID
     assert a.SeriesInstanceUID == b.SeriesInstanceUID != c.SeriesInstanceUID
+
+
+def _read_back(ds: Dataset, tmp_path: Path, drop_charset: bool = False) -> Dataset:
+    """``ds`` written and read back: its text values are raw bytes until something converts them."""
+    path = tmp_path / "written.dcm"
+    ds.save_as(path, enforce_file_format=True)
+    read = dcmread(path)
+    if drop_charset:  # a file that declares no character set, its bytes UTF-8 all the same
+        del read[0x00080005]
+    return read
+
+
+@pytest.mark.parametrize(
+    ("charset", "name", "description"),
+    [
+        ("ISO_IR 144", "Иванов^Иван", "КТ Иванов грудь"),  # Cyrillic
+        ("ISO_IR 148", "Şahin^Ayşe", "BT Şahin toraks"),  # Turkish
+        ("ISO_IR 126", "Παπαδόπουλος^Νίκος", "CT Παπαδόπουλος θώρακας"),  # Greek
+        ("ISO_IR 192", "Müller^Jörg", "CT Müller Thorax Jörg"),  # UTF-8
+    ],
+)
+def test_descriptors_lose_the_name_in_the_files_character_set(
+    charset: str, name: str, description: str, tmp_path: Path
+) -> None:
+    ds = _dataset()
+    ds.SpecificCharacterSet = charset
+    ds.PatientName, ds.StudyDescription, ds.SeriesDescription = name, description, name.split("^")[1] + " pa"
+    out = deidentify(_read_back(ds, tmp_path), Pseudonymizer(bytes(32)))
+    family, given = name.split("^")
+    assert family not in str(out.StudyDescription) and "[REMOVED]" in str(out.StudyDescription)
+    assert str(out.SeriesDescription) == "[REMOVED] pa"
+    assert given not in _all_text(out) and family not in _all_text(out)
+
+
+def test_descriptors_lose_the_name_when_the_file_declares_no_character_set(tmp_path: Path) -> None:
+    ds = _dataset()
+    ds.SpecificCharacterSet = "ISO_IR 192"
+    ds.PatientName, ds.StudyDescription, ds.SeriesDescription = "Müller^Jörg", "Müller Thorax", "Jörg pa"
+    out = deidentify(_read_back(ds, tmp_path, drop_charset=True), Pseudonymizer(bytes(32)))
+    assert str(out.StudyDescription) == "[REMOVED] Thorax" and str(out.SeriesDescription) == "[REMOVED] pa"
