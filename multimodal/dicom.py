@@ -286,9 +286,11 @@ def _first(value: object) -> float:
 def _percentile_window(values: np.ndarray) -> np.ndarray:
     step = max(1, int(np.sqrt(values.size / 262_144)))  # percentiles of ~256k samples are plenty
     sample = values[::step, ::step]
-    lo, hi = np.percentile(sample, _PERCENTILES)
+    if np.isnan(sample).all():  # e.g. a float parametric map's background only
+        return np.zeros(values.shape, np.float32)
+    lo, hi = np.nanpercentile(sample, _PERCENTILES)  # NaN pixels (no value there) do not count
     if hi <= lo:
-        lo, hi = float(sample.min()), float(sample.max())
+        lo, hi = float(np.nanmin(sample)), float(np.nanmax(sample))
     if hi <= lo:
         return np.zeros(values.shape, np.float32)
     return ((values - lo) / (hi - lo)).astype(np.float32)
@@ -304,12 +306,18 @@ def _grey(arr: np.ndarray, ds: Dataset, index: int | None) -> np.ndarray:
         voi.VOILUTSequence = view.VOILUTSequence
         voi.PhotometricInterpretation = "MONOCHROME2"
         voi.PixelRepresentation, voi.BitsStored = 0, 16
+        # LUT Data read as OW (always so in an implicit-VR file) is decoded in the file's byte order
+        if (meta := getattr(ds, "file_meta", None)) is not None:
+            voi.file_meta = meta
+        if getattr(ds, "original_encoding", (None, None))[1] is not None:
+            voi.set_original_encoding(*ds.original_encoding)
         try:
             mapped = apply_voi_lut(values.astype(np.int64), voi, index=0).astype(np.float64)
             bits = int(lut.LUTDescriptor[2]) or 16
             top = max(float(2**bits - 1), float(mapped.max()))
             out = (mapped / top).astype(np.float32)
-        except Exception:  # a broken LUT falls back to the percentile window
+        except Exception as exc:  # a broken LUT falls back to the percentile window
+            logger.warning("VOI LUT not applied (%s: %s); percentile window used", type(exc).__name__, exc)
             out = None
     elif "WindowCenter" in view and "WindowWidth" in view:
         try:

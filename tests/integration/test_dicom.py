@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pydicom
 import pytest
+from pydicom.dataset import Dataset
 from pydicom.encaps import encapsulate
 from pydicom.fileset import FileSet
-from pydicom.uid import JPEG2000, MPEG4HP41
+from pydicom.uid import JPEG2000, MPEG4HP41, ExplicitVRLittleEndian, ImplicitVRLittleEndian
 
 import multimodal.dicom as dicom_module
 from multimodal.deid import Pseudonymizer
@@ -223,3 +224,45 @@ def test_dicomdir_is_followed_to_its_files(tmp_path: Path) -> None:
     errors = [r for r in results if isinstance(r, DicomError)]
     assert len(errors) == 1 and "referenced by the DICOMDIR but missing" in errors[0].reason
     assert len([r for r in results if isinstance(r, DicomImage)]) == 1
+
+
+def _mr_with(tmp_path: Path, name: str, implicit: bool, **elements: object) -> Path:
+    """pydicom's MR_small with other pixels and elements, written in the chosen transfer syntax."""
+    ds = pydicom.dcmread(PYDICOM_FILES / "MR_small.dcm")
+    for keyword in ("WindowCenter", "WindowWidth", "PixelData", "SmallestImagePixelValue", "LargestImagePixelValue"):
+        if keyword in ds:
+            delattr(ds, keyword)
+    for keyword, value in elements.items():
+        setattr(ds, keyword, value)
+    if "PixelData" in ds:
+        ds["PixelData"].VR = "OB" if ds.BitsAllocated <= 8 else "OW"
+    ds.file_meta.TransferSyntaxUID = ImplicitVRLittleEndian if implicit else ExplicitVRLittleEndian
+    path = tmp_path / name
+    ds.save_as(path, implicit_vr=implicit, little_endian=True, enforce_file_format=True)
+    return path
+
+
+@pytest.mark.parametrize("implicit", [True, False], ids=["implicit VR", "explicit VR"])
+def test_a_voi_lut_is_applied_in_either_vr(tmp_path: Path, implicit: bool) -> None:
+    pixels = np.zeros((64, 64), np.uint8)
+    pixels[:, 32:] = 255
+    lut = Dataset()
+    lut.LUTDescriptor = [256, 0, 8]
+    inverted = np.arange(255, -1, -1, dtype="<u2")  # an inverting display mapping
+    lut.add_new(0x00283006, "OW" if implicit else "US", inverted.tobytes() if implicit else inverted.tolist())
+    path = _mr_with(
+        tmp_path, "voi.dcm", implicit, VOILUTSequence=[lut], PixelData=pixels.tobytes(),
+        BitsAllocated=8, BitsStored=8, HighBit=7, PixelRepresentation=0,
+    )  # fmt: skip
+    img = read_dicom(path, P)
+    assert float(img.pixels[:, :32].mean()) == pytest.approx(1.0) and float(img.pixels[:, 32:].mean()) == 0.0
+
+
+def test_nan_pixels_of_a_float_image_do_not_blank_it(tmp_path: Path) -> None:
+    values = np.tile(np.linspace(0, 100, 64, dtype=np.float32), (64, 1))
+    values[:8, :8] = np.nan  # no value there, as a parametric map's background
+    path = _mr_with(
+        tmp_path, "float.dcm", False, FloatPixelData=values.tobytes(), BitsAllocated=32,
+    )  # fmt: skip
+    img = read_dicom(path, P)
+    assert float(img.pixels.max()) == 1.0 and float(img.pixels[:, -1].min()) > 0.9 and img.pixels[:, 8].max() < 0.2
