@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,7 @@ class TextEmbedder:
         self.batch_size = batch_size
         self.dtype = resolve_dtype(dtype, device)
         self._model = None
+        self._counter: Callable[[list[str]], list[int]] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -120,5 +122,27 @@ class TextEmbedder:
         unit of the evidence budget; no special tokens, no truncation."""
         if not texts:
             return []
-        tokenizer = self._load().tokenizer
-        return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]]
+        return self._token_counter()(texts)
+
+    def _token_counter(self) -> Callable[[list[str]], list[int]]:
+        """A copy of the model's tokenizer that only counts. A fast tokenizer keeps its truncation and
+        padding as state and releases the GIL while it works: sharing it, a count running beside an
+        ``encode`` (which pads and truncates) would be cut at the model's length, and the encode not."""
+        model = self._load()
+        with self._lock:
+            if self._counter is None:
+                tokenizer = model.tokenizer
+                if (backend := getattr(tokenizer, "backend_tokenizer", None)) is not None:
+                    from tokenizers import Tokenizer
+
+                    own = Tokenizer.from_str(backend.to_str())
+                    own.no_truncation()
+                    own.no_padding()
+                    self._counter = lambda texts: [
+                        len(e.ids) for e in own.encode_batch(texts, add_special_tokens=False)
+                    ]
+                else:  # a Python tokenizer holds no such state
+                    self._counter = lambda texts: [
+                        len(ids) for ids in tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
+                    ]
+        return self._counter

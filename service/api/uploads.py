@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 from fastapi import HTTPException
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from multimodal.dicom import DicomError, DicomImage, read_dicom
@@ -22,11 +23,15 @@ async def read_upload(c: Container, upload: UploadFile) -> DicomImage:
     if content_type not in DICOM_TYPES:
         raise HTTPException(415, f"the file must be DICOM (application/dicom), not {content_type!r}")
     data = await upload.read()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # pydicom's value warnings: noise in a server log
-            return read_dicom(data, c.pseudonymizer)
+    try:  # parsing, de-identifying and decoding (JPEG 2000, many frames) in a worker: the loop stays free
+        return await run_in_threadpool(_read, c, data)
     except DicomError as exc:
         if exc.kind in ("not_dicom", "empty"):
             raise HTTPException(415, f"the file is not DICOM: {exc.reason}") from None
         raise HTTPException(422, f"unusable DICOM ({exc.kind}): {exc.reason}") from None
+
+
+def _read(c: Container, data: bytes) -> DicomImage:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # pydicom's value warnings: noise in a server log
+        return read_dicom(data, c.pseudonymizer)

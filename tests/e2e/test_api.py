@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -180,3 +183,27 @@ def test_ids_with_a_slash_are_reachable(client: TestClient) -> None:
     hood = client.get("/v1/entities/DOI:10.1000/182/neighbourhood", params={"hops": 1})
     assert hood.status_code == 200
     assert client.get("/v1/entities/DOI:10.1000/999").status_code == 404
+
+
+def test_the_first_build_of_the_qa_engine_leaves_the_server_answering(tmp_path: Path) -> None:
+    """``c.qa`` is built on first use (linker, lexicon, indexes: seconds to a minute): in a worker
+    thread, so that health probes and other requests are answered meanwhile."""
+    building, finished = threading.Event(), threading.Event()
+
+    class SlowToBuild(Container):
+        @property
+        def qa(self) -> Any:  # stands in for the cached build
+            building.set()
+            time.sleep(3)
+            finished.set()
+            raise RuntimeError("built too late")
+
+    settings = load_settings(data_dir=tmp_path, ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2)
+    with TestClient(create_app(container=SlowToBuild(settings)), raise_server_exceptions=False) as client:
+        asked = threading.Thread(target=client.post, args=("/v1/qa",), kwargs={"json": {"question": "fever?"}})
+        asked.start()
+        assert building.wait(10)
+        assert client.get("/healthz").status_code == 200
+        answered_meanwhile = not finished.is_set()
+        asked.join(15)
+    assert answered_meanwhile

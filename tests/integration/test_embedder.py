@@ -1,3 +1,6 @@
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -24,3 +27,29 @@ def test_default_model_embeds_offline(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_unknown_packaged_model_is_a_clear_error() -> None:
     with pytest.raises(EmbedderError, match="unknown packaged model"):
         resolve_model_path("package:nope")
+
+
+def test_token_counts_are_exact_while_other_threads_encode(text_embedder) -> None:  # noqa: ANN001
+    """Counting (no truncation) and encoding (truncated at the model's length, padded) run side by side
+    in a server; the counts must be those of the text, never the encoder's cut or padding."""
+    long = "Marfan syndrome is a disorder of fibrillin with aortic root dilatation and ectopia lentis. " * 40
+    texts = [long, "fever", long[:300]]
+    tokenizer = text_embedder._load().tokenizer
+    expected = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    assert expected[0] > 512 and text_embedder.count_tokens(texts) == expected
+    stop, seen = threading.Event(), []
+
+    def encode() -> None:
+        while not stop.is_set():
+            text_embedder.encode(["fever", "cough"])  # short: many settings changes a second
+
+    workers = [threading.Thread(target=encode) for _ in range(3)]
+    for w in workers:
+        w.start()
+    deadline = time.monotonic() + 8  # the old shared tokenizer miscounted about 1 in 600 here
+    while time.monotonic() < deadline:
+        seen.append(text_embedder.count_tokens(texts))
+    stop.set()
+    for w in workers:
+        w.join()
+    assert len(seen) > 500 and all(counts == expected for counts in seen)

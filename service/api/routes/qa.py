@@ -116,9 +116,10 @@ async def qa(c: Deps, request: Request) -> Any:
     wants_events = body.stream or "text/event-stream" in request.headers.get("accept", "")
     args = (body.question, body.session_id, body.options, image, body.image_id)
     try:
+        # c.qa is built on first use (linker, lexicon, indexes: seconds): in a worker, never on the loop
         if not wants_events:
-            return await run_in_threadpool(c.qa.ask, *args)
-        events = c.qa.ask_stream(*args)
+            return await run_in_threadpool(lambda: c.qa.ask(*args))
+        events = await run_in_threadpool(lambda: c.qa.ask_stream(*args))
         first = await run_in_threadpool(next, events)  # retrieval runs here: bad input still gets its status
     except KeyError as exc:
         if body.image_id and exc.args and exc.args[0] == body.image_id:

@@ -81,8 +81,8 @@ async def reports(c: Deps, request: Request) -> Any:
     except ValidationError as exc:
         raise HTTPException(422, [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]) from None
     try:
-        return await run_in_threadpool(
-            c.report_generator.generate, body.indication, image, body.image_id, None, body.k, body.mode
+        return await run_in_threadpool(  # the generator (image index, encoder) is built in the worker too
+            lambda: c.report_generator.generate(body.indication, image, body.image_id, None, body.k, body.mode)
         )
     except KeyError:
         raise HTTPException(404, f"no indexed image {body.image_id!r}") from None
