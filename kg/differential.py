@@ -403,9 +403,10 @@ class PhenotypeIndex:
         """The obsolete terms among ``terms`` that ``current`` replaces, with what replaces them."""
         return {t: now for t in dict.fromkeys(terms) if (now := self.current([t], broaden)) != [t]}
 
-    def known(self, terms: Iterable[str]) -> tuple[list[str], list[str]]:
-        """The observed terms the index knows (an obsolete one as ``current`` replaces it), and the rest."""
-        ids = self.current(terms)
+    def known(self, terms: Iterable[str], broaden: bool = True) -> tuple[list[str], list[str]]:
+        """The terms the index knows (an obsolete one as ``current`` replaces it; ``broaden=False`` for
+        excluded terms), and the rest, which a ranking ignores."""
+        ids = self.current(terms, broaden)
         return [t for t in ids if t in self.term_index], [t for t in ids if t not in self.term_index]
 
     def case_terms(

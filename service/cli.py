@@ -138,9 +138,10 @@ def differential(
     with container() as c:
         from_text, excluded_from_text = terms_in_text(c.linker, text) if text else ([], [])
         observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms or []), *from_text]))
-        excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude or []), *excluded_from_text]))
+        given_excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude or []), *excluded_from_text]))
         index = c.phenotype_index
         known, unknown = index.known(observed)
+        excluded, unknown_excluded = index.known(given_excluded, broaden=False)
         if not known:
             given = ", ".join(observed) or "none linked from the text"
             raise fail(f"none of the terms is an HPO term in the graph: {given} (run `medkg ingest hpo`)")
@@ -154,8 +155,8 @@ def differential(
         "observed": known,
         "from_text": from_text,
         "excluded_from_text": excluded_from_text,
-        "unknown_terms": unknown,
-        "replaced_terms": {**index.replacements(observed), **index.replacements(excluded, broaden=False)},
+        "unknown_terms": list(dict.fromkeys([*unknown, *unknown_excluded])),
+        "replaced_terms": {**index.replacements(observed), **index.replacements(given_excluded, broaden=False)},
         "excluded": excluded,
         "genes": genes,
         "unknown_genes": unknown_genes,

@@ -221,6 +221,7 @@ class Retriever:
                 if similarity <= 0:
                     continue
                 observed_as = "" if q == term else f" (observed: {name.get(q, q)})"
+                pmids = index.pmids.get((c.disease, term), [])  # those of this annotation, not the disease's
                 items.append(
                     EvidenceItem(
                         id=fact_citation_id(c.disease, "HAS_PHENOTYPE", term),
@@ -231,7 +232,7 @@ class Retriever:
                             "phenotypes"
                         ),
                         title=f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}",
-                        url=source_url(c.pmids[0]) if c.pmids else source_url(c.disease),
+                        url=source_url(pmids[0]) if pmids else source_url(c.disease),
                         score=round(float(similarity), 4),
                         meta={
                             "subject": c.disease,
@@ -241,7 +242,7 @@ class Retriever:
                             "object_name": name.get(term),
                             "negated": False,
                             "source": "differential",
-                            "pmids": c.pmids[:3],
+                            "pmids": pmids[:3],
                             "seed": c.disease,
                             "on_path": False,
                             "ddx_rank": rank,

@@ -228,7 +228,11 @@ class QAEngine:
         timings["total"] = time.perf_counter() - started
         names = retrieval.entities
         cited = set(answer.cited)
-        fact_ids = {(i.meta["subject"], i.meta["type"], i.meta["object"]): i.id for i in bundle.of_kind("kg")}
+        fact_ids = {  # a path crosses stated edges only: never cite the NOT fact of the same triple
+            (i.meta["subject"], i.meta["type"], i.meta["object"]): i.id
+            for i in bundle.of_kind("kg")
+            if not i.meta.get("negated")
+        }
         return QAResponse(
             question=question,
             answer=answer.text,

@@ -82,6 +82,12 @@ def test_differential_over_http(client: TestClient) -> None:
         "/v1/differential", json={"text": "seizures were absent", "terms": ["HP:0000252"], "excluded": ["HP:0001250"]}
     ).json()
     assert both["excluded"] == ["HP:0001250"]  # given and negated: once
+    # excluded terms the graph does not know are named as ignored, not echoed as counted
+    unknown = client.post(
+        "/v1/differential", json={"terms": ["HP:0000252"], "excluded": ["HP:9999999", OBSOLETE, "HP:0001250"]}
+    ).json()
+    assert unknown["excluded"] == ["HP:0001250"] and unknown["unknown_terms"] == ["HP:9999999"]
+    assert unknown["replaced_terms"] == {OBSOLETE: ["HP:0001250"]}
     old = client.post("/v1/differential", json={"terms": [OBSOLETE, "HP:0000252"], "top_k": 2}).json()
     assert old["observed"] == ["HP:0001250", "HP:0000252"] and old["replaced_terms"] == {OBSOLETE: ["HP:0001250"]}
     assert [d["score"] for d in old["diseases"]] == [d["score"] for d in body["diseases"]]
@@ -121,6 +127,8 @@ def test_differential_cli(tmp_path: Path) -> None:
     old = run(["differential", OBSOLETE, "HP:0000252", "--top", "1"], env, tmp_path)
     assert old.returncode == 0 and f"{OBSOLETE} is obsolete, counted as HP:0001250" in old.stderr
     assert "Seizures with microcephaly" in old.stdout
+    ignored = json.loads(run(["differential", "HP:0001250", "--exclude", "HP:9999999", "--json"], env, tmp_path).stdout)
+    assert (ignored["excluded"], ignored["unknown_terms"]) == ([], ["HP:9999999"])
     bad = run(["differential", "HP:9999999"], env, tmp_path)
     assert bad.returncode == 2 and "none of the terms" in bad.stderr
     gene = run(["differential", "HP:0001250", "HP:0000252", "--gene", "MCPH1", "--json"], env, tmp_path)

@@ -68,8 +68,12 @@ RELATIONS = [
     Relation(subject="DRUGBANK:DB00678", type="TREATS", object="ORPHA:558", source="trial"),
     *(Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in HIERARCHY.items()),
     *(
-        Relation(subject=d, type="HAS_PHENOTYPE", object=t, source="hpo", evidence={"pmids": ["PMID:11"]})
-        for d, t in (("OMIM:100001", "HP:0001250"), ("OMIM:100001", "HP:0000252"), ("OMIM:100002", "HP:0001252"))
+        Relation(subject=d, type="HAS_PHENOTYPE", object=t, source="hpo", evidence={"pmids": pmids})
+        for d, t, pmids in (
+            ("OMIM:100001", "HP:0001250", ["PMID:11"]),
+            ("OMIM:100001", "HP:0000252", ["PMID:12"]),
+            ("OMIM:100002", "HP:0001252", ["PMID:11"]),
+        )
     ),
 ]
 ARTICLES = [
@@ -176,8 +180,11 @@ def test_a_question_listing_phenotypes_routes_to_the_differential(client: TestCl
     out = _qa(client, "A child presents with seizures, microcephaly and hypotonia: which diagnoses are likely?")
     assert [d["disease"] for d in out["differential"]][:1] == ["OMIM:100001"]
     assert {m["disease_term"] for m in out["differential"][0]["matches"]} >= {"HP:0001250", "HP:0000252"}
-    cited = {c["id"] for c in out["citations"]}
-    assert {"KG:OMIM:100001-HAS_PHENOTYPE-HP:0001250", "KG:OMIM:100001-HAS_PHENOTYPE-HP:0000252"} <= cited
+    cited = {c["id"]: c for c in out["citations"]}
+    assert {"KG:OMIM:100001-HAS_PHENOTYPE-HP:0001250", "KG:OMIM:100001-HAS_PHENOTYPE-HP:0000252"} <= cited.keys()
+    # each fact links to the publications of its own annotation, not to those of another one
+    assert cited["KG:OMIM:100001-HAS_PHENOTYPE-HP:0001250"]["url"].rstrip("/").endswith("/11")
+    assert cited["KG:OMIM:100001-HAS_PHENOTYPE-HP:0000252"]["url"].rstrip("/").endswith("/12")
     assert out["answer"].index("Microcephaly-epilepsy syndrome") < out["answer"].index("Congenital hypotonia")
     assert "differential" in out["timings_ms"]
     plain = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?")
@@ -202,6 +209,25 @@ def test_paths_between_linked_entities_are_returned_and_cited(client: TestClient
     steps = [s for p in out["kg_paths"] for s in p["steps"]]
     assert any(s["type"] == "TREATS" and s["citation"] == "KG:DRUGBANK:DB00678-TREATS-ORPHA:558" for s in steps)
     assert "KG:DRUGBANK:DB00678-TREATS-ORPHA:558" in {c["id"] for c in out["citations"]}
+
+
+def test_a_path_step_cites_the_stated_fact_not_a_denial_of_it(client: TestClient, app_container: Container) -> None:
+    denial = Relation(
+        subject="DRUGBANK:DB00678", type="TREATS", object="ORPHA:558", source="a negative trial", negated=True
+    )
+    app_container.graph.upsert_relations([denial])
+    try:
+        out = _qa(client, "Is losartan used for Marfan syndrome?", options={"hops": 2})
+        assert "KG:DRUGBANK:DB00678-NOT_TREATS-ORPHA:558" in {r["id"] for r in out["retrieved"]}
+        steps = [
+            s
+            for p in out["kg_paths"]
+            for s in p["steps"]
+            if (s["subject"], s["type"]) == ("DRUGBANK:DB00678", "TREATS")
+        ]
+        assert steps and {s["citation"] for s in steps} == {"KG:DRUGBANK:DB00678-TREATS-ORPHA:558"}
+    finally:
+        app_container.graph.invalidate_relations([denial])
 
 
 def test_token_budget_bounds_the_evidence(client: TestClient) -> None:

@@ -73,13 +73,13 @@ class DifferentialResponse(BaseModel):
     excluded_from_text: list[str] = Field(
         default_factory=list, description='The HPO terms the text negates (excluded: "no hypotonia").'
     )
-    unknown_terms: list[str]
+    unknown_terms: list[str] = Field(description="Observed or excluded terms the graph does not know: ignored.")
     replaced_terms: dict[str, list[str]] = Field(
         default_factory=dict,
         description="Obsolete HPO terms given, each with the current terms it was counted as (its replacement; "
         "for an observed term without one, its last parents).",
     )
-    excluded: list[str]
+    excluded: list[str] = Field(description="The excluded terms counted (an obsolete one as its replacement).")
     genes: list[str] = Field(default_factory=list, description="The candidate genes the ranking was restricted to.")
     unknown_genes: list[str] = Field(
         default_factory=list, description="Candidate genes given that no disease in the graph is associated with."
@@ -93,9 +93,10 @@ class DifferentialResponse(BaseModel):
 @router.post("/differential", response_model=DifferentialResponse)
 def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     from_text, excluded_from_text = terms_in_text(c.linker, request.text) if request.text else ([], [])
-    excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
+    given_excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
     index = c.phenotype_index
     known, unknown = index.known([*request.terms, *from_text])
+    excluded, unknown_excluded = index.known(given_excluded, broaden=False)
     if not known:
         raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
     genes, unknown_genes = index.known_genes(request.genes)
@@ -108,10 +109,10 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         observed=known,
         from_text=from_text,
         excluded_from_text=excluded_from_text,
-        unknown_terms=unknown,
+        unknown_terms=list(dict.fromkeys([*unknown, *unknown_excluded])),
         replaced_terms={
             **index.replacements([*request.terms, *from_text]),
-            **index.replacements(excluded, broaden=False),
+            **index.replacements(given_excluded, broaden=False),
         },
         excluded=excluded,
         genes=genes,
