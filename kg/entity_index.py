@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from kg.embedders import TextEmbedder
 from kg.graph.base import BaseGraphStore
-from kg.model import TEXT_CATEGORIES, Entity
+from kg.model import NOT_VOCABULARY, Entity
 from kg.vector_index import VectorIndex, VectorIndexError
 
 __all__ = ["EntityIndex", "IndexUpdate", "describe", "embedding_text"]
@@ -93,7 +93,8 @@ class EntityIndex:
         with tqdm(desc="embed entities", unit=" entities", disable=not progress, mininterval=0.5) as bar:
             while rows := store.scan_entities(after=after, limit=page):
                 after = rows[-1].id
-                entities = [e for e in rows if e.category not in TEXT_CATEGORIES]  # passages have their own index
+                # passages have their own index; records and obsolete entities are never linked to
+                entities = [e for e in rows if e.category not in NOT_VOCABULARY and not e.obsolete]
                 ids = [e.id for e in entities]
                 texts = [embedding_text(e) for e in entities]
                 prints = [self._fingerprint(t) for t in texts]

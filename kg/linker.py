@@ -31,7 +31,7 @@ from spacy.util import filter_spans
 
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
-from kg.model import TEXT_CATEGORIES, Entity
+from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
 
 __all__ = ["Lexicon", "EntityLinker", "Mention", "QUALIFIER_CATEGORIES", "LINKER_VERSION"]
@@ -106,7 +106,7 @@ class Lexicon:
         while rows := store.scan_entities(after=after, limit=page):
             after = rows[-1].id
             for entity in rows:
-                if entity.category in TEXT_CATEGORIES or entity.obsolete:
+                if entity.category in NOT_VOCABULARY or entity.obsolete:
                     continue
                 if excluded and entity.sources and set(entity.sources) <= excluded:
                     continue

@@ -15,6 +15,11 @@ __all__ = [
     "DOCUMENT",
     "PASSAGE",
     "TEXT_CATEGORIES",
+    "IMAGE",
+    "IMAGING_STUDY",
+    "RECORD_CATEGORIES",
+    "RECORD_TYPES",
+    "NOT_VOCABULARY",
     "HAS_PASSAGE",
     "MENTIONS",
     "CO_MENTIONED",
@@ -37,6 +42,15 @@ SAME_AS = "SAME_AS"
 DOCUMENT, PASSAGE = "Document", "Passage"
 TEXT_CATEGORIES = frozenset({DOCUMENT, PASSAGE})
 HAS_PASSAGE, MENTIONS, CO_MENTIONED, HAS_MESH_TERM = "HAS_PASSAGE", "MENTIONS", "CO_MENTIONED", "HAS_MESH_TERM"
+# Patients' records: an indexed Image (IMG:...) in its ImagingStudy (STUDY:...), with its modality, body
+# part and report. Statements about one patient's study, not knowledge about the world: never linked
+# in text, never facts of an answer.
+IMAGE, IMAGING_STUDY = "Image", "ImagingStudy"
+RECORD_CATEGORIES = frozenset({IMAGE, IMAGING_STUDY})
+HAS_IMAGE, HAS_MODALITY, DEPICTS, HAS_REPORT = "HAS_IMAGE", "HAS_MODALITY", "DEPICTS", "HAS_REPORT"
+RECORD_TYPES = frozenset({HAS_IMAGE, HAS_MODALITY, DEPICTS, HAS_REPORT})
+# What a text is never linked to: text itself and records
+NOT_VOCABULARY = TEXT_CATEGORIES | RECORD_CATEGORIES
 Direction = Literal["out", "in", "both"]
 
 _REL_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,63}$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from kg.model import Entity, Relation
+from kg.model import DEPICTS, HAS_IMAGE, HAS_MODALITY, HAS_REPORT, IMAGE, IMAGING_STUDY, Entity, Relation
 from multimodal.dicom import DicomImage
 
 __all__ = [
@@ -26,8 +26,7 @@ __all__ = [
     "report_relation",
 ]
 
-IMAGE, IMAGING_STUDY, MODALITY, ANATOMY = "Image", "ImagingStudy", "Modality", "Anatomy"
-HAS_IMAGE, HAS_MODALITY, DEPICTS, HAS_REPORT = "HAS_IMAGE", "HAS_MODALITY", "DEPICTS", "HAS_REPORT"
+MODALITY, ANATOMY = "Modality", "Anatomy"
 SOURCE_DICOM, SOURCE_REPORTS = "dicom", "reports"
 
 # DICOM PS3.3 C.7.3.1.1.1 Modality defined terms (the common ones).

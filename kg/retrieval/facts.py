@@ -37,14 +37,14 @@ from kg.differential import frequency_weight
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex, embedding_text
 from kg.graph.base import BaseGraphStore
-from kg.model import HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, SAME_AS, Entity, GraphPath, Relation
+from kg.model import HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, RECORD_TYPES, SAME_AS, Entity, GraphPath, Relation
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id
 
 __all__ = ["GraphEvidence", "ScoredFact", "relation_phrase", "negate_phrase", "render_fact", "NON_FACT_TYPES"]
 
-# Edges that are not facts about the world: text structure and bookkeeping
-# (HAS_FINDING: a radiology report's indexed findings, a statement about one patient's study.)
-NON_FACT_TYPES = frozenset({MENTIONS, HAS_PASSAGE, HAS_MESH_TERM, SAME_AS, "REPLACED_BY", "HAS_FINDING"})
+# Edges that are not facts about the world: text structure and bookkeeping, and patients' records
+# (HAS_FINDING: a radiology report's indexed findings; an image's study, modality, body part, report).
+NON_FACT_TYPES = frozenset({MENTIONS, HAS_PASSAGE, HAS_MESH_TERM, SAME_AS, "REPLACED_BY", "HAS_FINDING", *RECORD_TYPES})
 
 # type -> (forward phrase, inverse phrase). Other types read as their words ("HAS_SYMPTOM" -> "has symptom").
 _PHRASES: dict[str, tuple[str, str]] = {

@@ -14,7 +14,7 @@ from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
-from kg.model import TEXT_CATEGORIES, Entity, GraphPath
+from kg.model import NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
@@ -103,7 +103,7 @@ class Retriever:
         groups: list[tuple[str, ...]] = []
         negations = negated_mentions(query, [(m.start, m.end) for m in mentions])
         for m, negated in zip(mentions, negations, strict=True):
-            ids = tuple(i for i in m.ids if i in entities and entities[i].category not in TEXT_CATEGORIES)
+            ids = tuple(i for i in m.ids if i in entities and entities[i].category not in NOT_VOCABULARY)
             if not ids:
                 continue
             groups.append(ids)

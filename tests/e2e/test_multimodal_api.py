@@ -260,3 +260,20 @@ def test_llm_report_citations_are_checked(loaded: tuple[Container, Path]) -> Non
         with pytest.raises(LLMError) as failed:
             with_llm.report_generator.generate("Chest pain.", image=image)
         assert failed.value.status == 502
+
+
+def test_image_records_are_not_knowledge(client: TestClient, loaded: tuple[Container, Path]) -> None:
+    """An indexed image is one patient's record: "computed tomography" in a question is not answered
+    with the modality edges of the CT images loaded, nor linked to an image or a study."""
+    c, _ = loaded
+    ct = _image_id(c, "CT_small.dcm")
+    assert {n.relation.type for n in c.graph.neighbours(ct, limit=20)} >= {"HAS_MODALITY", "HAS_IMAGE"}
+    out = client.post("/v1/qa", json={"question": "When is computed tomography used in Marfan syndrome?"}).json()
+    assert not [r["id"] for r in out["retrieved"] if r["kind"] == "kg" and ("IMG:" in r["id"] or "STUDY:" in r["id"])]
+    assert not [e["id"] for e in out["linked_entities"] if e["id"].startswith(("IMG:", "STUDY:"))]
+    c.entity_index.update(c.graph, progress=False)
+    assert not [i for i in c.entity_index.index.ids() if i.startswith(("IMG:", "STUDY:"))]
+    study = next(n.entity for n in c.graph.neighbours(ct, limit=20) if n.relation.type == "HAS_IMAGE")
+    assert not c.linker.link_query(study.name) or all(
+        not i.startswith(("IMG:", "STUDY:")) for m in c.linker.link_query(study.name) for i in m.ids
+    )

@@ -73,5 +73,9 @@ def test_index_finds_by_meaning_and_updates_incrementally(tmp_path: Path, embedd
         store.upsert_entities(entities[:10])
         gone = again.update(store, progress=False)
         assert (gone.removed, gone.total) == (len(entities) - 10, 10)
+        # An entity made obsolete leaves it too: the linker's vector fallback must not link to it.
+        store.upsert_entities([entities[0].model_copy(update={"obsolete": True})])
+        obsolete = again.update(store, progress=False)
+        assert (obsolete.removed, obsolete.total) == (1, 9) and entities[0].id not in again.index.ids()
     finally:
         store.close()
