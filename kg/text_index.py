@@ -504,10 +504,12 @@ class TextIndex:
         floor: float = 0.25,
         candidates: int = 50,
         vector: np.ndarray | None = None,
+        exclude_retracted: bool = False,
     ) -> list[SearchHit]:
         """The ``k`` best passages for ``query``. ``hybrid`` fuses BM25 and dense ranks (RRF) and keeps
         only passages whose cosine to the query is at least ``floor``. ``vector``: the query's
-        embedding when the caller has it already."""
+        embedding when the caller has it already. ``exclude_retracted``: passages of retracted
+        articles are left out before the cut to ``k`` (an answer's evidence), not shown flagged."""
         if k <= 0:
             raise ValueError("k must be positive")
         if not len(self):
@@ -540,7 +542,8 @@ class TextIndex:
         if mode == "hybrid":
             order = [p for p in order if cosines.get(p, -1.0) >= floor]
         records = self.get(order)
-        order = [p for p in order if p in records][:k]  # a vector whose passage is gone counts for nothing
+        # a vector whose passage is gone counts for nothing; nor, when asked, a retracted passage
+        order = [p for p in order if p in records and not (exclude_retracted and records[p].retracted)][:k]
         documents = self.get_documents(r.doc_id for r in records.values())
         hits = []
         for pid in order:

@@ -152,7 +152,7 @@ class Retriever:
         timings.update(graph.timings)
 
         t = time.perf_counter()
-        hits = [h for h in self.text_index.search(query, k=k, floor=self.search_floor, vector=qvec) if not h.retracted]
+        hits = self.text_index.search(query, k=k, floor=self.search_floor, vector=qvec, exclude_retracted=True)
         timings["text"] = time.perf_counter() - t
 
         t = time.perf_counter()

@@ -59,6 +59,12 @@ def test_documents_carry_citations_and_flags(tmp_path: Path, text_embedder) -> N
     hit = index.search("marfan", k=1)[0]
     assert hit.retracted and hit.title == "Marfan review" and hit.year == 2019
     assert index.mark_documents(["PMID:1"], retracted=True) == 0  # already flagged
+    # An answer's evidence leaves retracted passages out before the cut to k, not after it.
+    index.add(PASSAGES[2:])
+    index.commit()
+    kept = index.search("marfan", k=3, floor=-1.0, exclude_retracted=True)
+    assert len(kept) == 3 and all(h.doc_id != "PMID:1" and not h.retracted for h in kept)
+    assert index.search("marfan", k=3, floor=-1.0)[0].doc_id == "PMID:1"  # shown, flagged, otherwise
 
 
 def test_bm25_is_rebuilt_when_its_files_lag_the_table(tmp_path: Path, text_embedder) -> None:
