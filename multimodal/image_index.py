@@ -353,6 +353,22 @@ class ImageIndex:
                 )
             ]
 
+    def own_study(self, image_id: str | None = None, image: DicomImage | None = None) -> set[str]:
+        """The indexed images a prior study must not be, for a query image (``image_id``, or an uploaded
+        ``image``): itself, the other images of its study, and every image paired with a report of
+        that study (a frontal and a lateral view share one report)."""
+        own = {i for i in (image_id, image.image_id if image is not None else None) if i}
+        studies = {r.study_id for r in self.get(own).values()} | ({image.study_id} if image is not None else set())
+        for study in studies:
+            own.update(self.study_images(study))
+        reports = [r.report_id for r in self.get(own).values() if r.report_id]
+        with self._lock:
+            for chunk, marks in in_chunks(reports):
+                own.update(
+                    r[0] for r in self._db.execute(f"SELECT image_id FROM images WHERE report_id IN ({marks})", chunk)
+                )
+        return own
+
     def query_vector(self, query: np.ndarray | DicomImage) -> np.ndarray:
         """The vector of a query: a vector as given; an image's stored vector when the index holds
         this very file under this encoder, else a fresh embedding of its pixels."""

@@ -146,7 +146,7 @@ class ReportGenerator:
         if self.image_index is not None and (image is not None or image_id):
             query: Any = image if image is not None else self.image_index.vectors.vector(image_id or "")
             if query is not None:
-                own = {i for i in (image_id, image.image_id if image is not None else None) if i}
+                own = self.image_index.own_study(image_id, image)
                 for hit in self.image_index.search(query, k=4 * k, exclude=own):  # never the study itself
                     if hit.report_id:
                         offer(hit.report_id, hit.score, "image", hit.image_id)

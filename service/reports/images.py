@@ -25,7 +25,7 @@ def similar_study_evidence(
             return []
     else:
         query = image
-    own = {image_id or (image.image_id if image is not None else "")}
+    own = images.own_study(image_id, image)  # never the study itself, nor its report
     items = []
     for hit in images.search(query, k=k, exclude=own):
         report = reports.get(hit.report_id) if hit.report_id else None

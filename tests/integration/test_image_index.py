@@ -265,3 +265,23 @@ def test_no_identifier_reaches_any_output(tmp_path: Path, caplog: pytest.LogCapt
     other = read_dicom(path, Pseudonymizer(b"j" * 32))
     assert (other.image_id, other.study_id, other.series_id) != (img.image_id, img.study_id, img.series_id)
     assert other.image_id != img.image_id and other.study_id != img.study_id
+
+
+def test_a_prior_study_is_never_the_querys_own(tmp_path: Path, images: list[DicomImage]) -> None:
+    """ "Similar prior studies" leave out the query, the other images of its study (a second view) and
+    any image paired with its study's report."""
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    ct = images[0]
+    view = replace(ct, image_id="IMG:2.25.901", sha256="0" * 64)  # a second image of the study
+    paired = replace(ct, image_id="IMG:2.25.902", study_id="STUDY:2.25.9", sha256="1" * 64)
+    index.add([*images, view, paired])
+    index.link_report(ct.image_id, "IUXR:1")
+    index.link_report(paired.image_id, "IUXR:1")  # filed under another study, the same report
+    own = {ct.image_id, view.image_id, paired.image_id}
+    assert index.own_study(ct.image_id) == own == index.own_study(image=ct)
+    assert index.own_study(image=replace(ct, image_id="IMG:2.25.903")) >= own  # an upload, not indexed
+    nearest = index.search(ct, k=3)
+    assert {h.image_id for h in nearest} == own  # identical pixels: the study's own images come first
+    priors = index.search(ct, k=3, exclude=index.own_study(ct.image_id))
+    assert len(priors) == 3 and not own & {h.image_id for h in priors}
+    assert index.own_study() == set() and index.own_study("IMG:2.25.1") == {"IMG:2.25.1"}
