@@ -174,9 +174,14 @@ class QAEngine:
             session = self.sessions.get(session_id)
             if session is None:
                 raise UnknownSession(session_id)
-            memory = self.sessions.recall(session_id, limit=3)
             links = self.retriever.link(question)
-            query, used = expand_query(question, memory, {e.id for e in links[0]})
+            try:
+                memory = self.sessions.recall(session_id, limit=3)
+                query, used = expand_query(question, memory, {e.id for e in links[0]})
+                if used:  # what expanded the question, not every candidate, is strengthened
+                    self.sessions.reinforce(session_id, [m.key for m in used])
+            except KeyError as exc:  # expired since it was read
+                raise UnknownSession(session_id) from exc
             context = [m.key for m in used]
             recent = [f"Q: {t.question}\nA: {t.answer}" for t in session.turns[-2:]]
             conversation = "\n".join(p for p in (session.summary, *recent) if p)

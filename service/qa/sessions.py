@@ -11,11 +11,11 @@ The memory model follows human memory (and spaced-repetition schedulers). Each i
 
     weight(now) = strength * 0.5 ** ((now - last_seen) / half_life_s)
 
-so an item not mentioned for one half-life counts half as much. Each time an item is recalled (used
-to expand a question) or mentioned again in a turn it is reinforced: ``strength = weight(now) + 1``,
-``last_seen = now``, ``recalls += 1``. An item used often therefore outlasts one mentioned once, even a
-slightly more recent one, and the weight orders the context carried into the next turn. Items whose
-weight falls below ``forget_below`` are forgotten (deleted).
+so an item not mentioned for one half-life counts half as much. Each time an item is used to expand
+a question (not merely read as a candidate) or mentioned again in a turn it is reinforced:
+``strength = weight(now) + 1``, ``last_seen = now``, ``recalls += 1``. An item used often therefore
+outlasts one mentioned once, even a slightly more recent one, and the weight orders the context
+carried into the next turn. Items whose weight falls below ``forget_below`` are forgotten (deleted).
 
 Sessions live in one SQLite file in the data dir (WAL mode), so they survive a restart, and expire
 ``ttl_s`` after their last turn. The store is safe to share between threads: one connection guarded
@@ -368,7 +368,8 @@ class SessionStore:
             return None if row is None else self._session(db, row, now)
 
     def recall(self, session_id: str, limit: int = 3) -> list[MemoryItem]:
-        """The ``limit`` strongest memory items, strongest first, each reinforced by the recall.
+        """The ``limit`` strongest memory items, strongest first (read only: an item is reinforced
+        when a question is expanded with it, :meth:`reinforce`).
 
         Raises KeyError when the session is unknown or expired."""
         _check_id(session_id)
@@ -376,8 +377,18 @@ class SessionStore:
         with self._tx() as db:
             if self._live(db, session_id, now) is None:
                 raise KeyError(session_id)
-            items = self._memory(db, session_id, now)[: max(0, limit)]
-            return [self._reinforce(db, session_id, item, now) for item in items]
+            return self._memory(db, session_id, now)[: max(0, limit)]
+
+    def reinforce(self, session_id: str, keys: list[str]) -> list[MemoryItem]:
+        """Reinforce the memory items ``keys`` (those a question was expanded with), in that order;
+        keys no longer remembered are skipped. Raises KeyError when the session is unknown or expired."""
+        _check_id(session_id)
+        now = self.clock()
+        with self._tx() as db:
+            if self._live(db, session_id, now) is None:
+                raise KeyError(session_id)
+            items = {item.key: item for item in self._memory(db, session_id, now)}
+            return [self._reinforce(db, session_id, items[k], now) for k in keys if k in items]
 
     def record_turn(self, session_id: str, turn: Turn, labels: dict[str, str]) -> Session:
         """Append a turn, remember (or reinforce) its entities, fold old turns into the summary and push

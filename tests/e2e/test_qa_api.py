@@ -279,6 +279,18 @@ def test_a_follow_up_in_a_session_is_expanded_with_its_entities(client: TestClie
     assert client.get("/v1/sessions/bad id!").status_code == 422
 
 
+def test_a_follow_up_after_a_change_of_topic_is_expanded_with_the_new_one(client: TestClient) -> None:
+    sid = client.post("/v1/sessions").json()["id"]
+    _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", session_id=sid)
+    other = _qa(client, "What drugs treat epilepsy?", session_id=sid)  # not a follow-up: nothing expanded
+    assert other["expanded_query"] == other["question"]
+    follow = _qa(client, "and what about its side effects?", session_id=sid)
+    added = follow["expanded_query"].removeprefix(follow["question"]).lower()
+    assert added.startswith(" (epilepsy"), added  # the newer topic first: the old one was only read, not used
+    memory = {m["key"]: m["recalls"] for m in client.get(f"/v1/sessions/{sid}").json()["memory"]}
+    assert memory["OMIM:154700"] <= 2  # used once for the follow-up, mentioned once with its entities
+
+
 def test_offline_answers_stream_as_server_sent_events(client: TestClient) -> None:
     with client.stream("POST", "/v1/qa", json={"question": "What drugs treat epilepsy?", "stream": True}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")

@@ -135,21 +135,24 @@ def test_store_decays_weight(store: SessionStore, clock: FakeClock) -> None:
     assert _weights(store.get(sid))[MARFAN] == pytest.approx(0.5)
 
 
-def test_recall_reinforces(store: SessionStore, clock: FakeClock) -> None:
+def test_recall_reads_and_use_reinforces(store: SessionStore, clock: FakeClock) -> None:
     sid = store.create().id
     store.record_turn(sid, _turn("Marfan?", [MARFAN]), LABELS)
     clock.advance(10)
-    first = store.recall(sid, limit=1)
+    assert store.recall(sid, limit=1)[0].recalls == 0  # reading the candidates strengthens nothing
+    assert store.reinforce(sid, ["X:not-remembered"]) == []
+    first = store.reinforce(sid, [MARFAN])
     assert [i.key for i in first] == [MARFAN]
     assert first[0].recalls == 1 and first[0].last_seen == clock.now
     assert first[0].strength == pytest.approx(0.5**0.1 + 1)
     clock.advance(10)
     store.record_turn(sid, _turn("Long fingers?", [ARACHNODACTYLY]), LABELS)  # newer, never recalled
     clock.advance(10)
+    store.reinforce(sid, [MARFAN])
     items = store.recall(sid)
     # the older but recalled item outranks the slightly newer one
     assert [i.key for i in items] == [MARFAN, ARACHNODACTYLY]
-    assert [i.recalls for i in items] == [2, 1]
+    assert [i.recalls for i in items] == [2, 0]
     session = store.get(sid)
     assert [m.key for m in session.memory] == [MARFAN, ARACHNODACTYLY]
     assert session.memory[0].recalls == 2
