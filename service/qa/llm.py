@@ -88,9 +88,23 @@ class AnswerTextStream:
                     if i + 6 > len(buf):
                         break
                     try:
-                        out.append(chr(int(buf[i + 2 : i + 6], 16)))
+                        code = int(buf[i + 2 : i + 6], 16)
                     except ValueError:
                         out.append(buf[i : i + 6])
+                        i += 6
+                        continue
+                    if 0xD800 <= code <= 0xDBFF:  # a character outside the BMP comes as a surrogate pair
+                        if i + 12 > len(buf):
+                            break  # wait for the low half
+                        low = buf[i + 6 : i + 12]
+                        if re.fullmatch(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}", low):
+                            out.append(chr(0x10000 + ((code - 0xD800) << 10) + (int(low[2:], 16) - 0xDC00)))
+                            i += 12
+                            continue
+                        code = 0xFFFD  # a high half alone
+                    elif 0xDC00 <= code <= 0xDFFF:  # a low half alone
+                        code = 0xFFFD
+                    out.append(chr(code))
                     i += 6
                     continue
                 out.append(self._ESCAPES.get(nxt, nxt))

@@ -36,11 +36,17 @@ def test_a_fully_supported_answer_is_unchanged() -> None:
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 1000])
 def test_answer_text_is_pulled_out_of_json_arriving_in_pieces(size: int) -> None:
-    answer = 'Line one "quoted" \\ back\nnew line, caf\u00e9 \u2014 done [KG:A-B-C].'
+    answer = 'Line one "quoted" \\ back\nnew line, caf\u00e9 \u2014 \U0001d6fc-blocker \U0001f48a done [KG:A-B-C].'
     payload = json.dumps({"answer": answer, "citations": ["KG:A-B-C"], "confidence": 0.5})
     stream = AnswerTextStream()
     pieces = [stream.feed(payload[i : i + size]) for i in range(0, len(payload), size)]
     assert "".join(pieces) == answer and stream.done and json.loads(stream.buffer)["answer"] == answer
+
+
+def test_answer_stream_replaces_a_lone_surrogate_half() -> None:
+    stream = AnswerTextStream()  # what a model may emit: halves that make no character, never sent as such
+    text = "".join(stream.feed(ch) for ch in '{"answer": "a\\ud835b \\udefc c"}')
+    assert text == "a\ufffdb \ufffd c" and text.encode("utf-8")
 
 
 def test_answer_stream_with_the_key_later_in_the_object() -> None:
