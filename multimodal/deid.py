@@ -45,6 +45,8 @@ from pydicom.multival import MultiValue
 from pydicom.tag import BaseTag
 from pydicom.uid import UID_dictionary
 
+from kg.settings import SettingsError
+
 __all__ = [
     "PHI_KEYWORDS",
     "PHI_TAGS",
@@ -374,7 +376,10 @@ def load_or_create_key(path: Path) -> bytes:
                 handle.flush()
                 os.fsync(handle.fileno())
     if len(key) < 16:
-        raise ValueError(f"{path} holds {len(key)} bytes; a pseudonymisation key needs at least 16")
+        raise SettingsError(
+            f"{path} holds {len(key)} bytes; a pseudonymisation key needs at least 16 (restore the key file, "
+            "or set MEDKG_DEID_KEY)"
+        )
     return key
 
 
@@ -387,9 +392,9 @@ def resolve_key(hex_key: str | Any | None, data_dir: Path) -> bytes:
         try:
             key = bytes.fromhex(hex_key.strip())
         except ValueError:
-            raise ValueError("the de-identification key must be hexadecimal") from None
+            raise SettingsError("MEDKG_DEID_KEY: the de-identification key must be hexadecimal") from None
         if len(key) < 16:
-            raise ValueError("the de-identification key must be at least 16 bytes (32 hex digits)")
+            raise SettingsError("MEDKG_DEID_KEY: the de-identification key must be at least 16 bytes (32 hex digits)")
         return key
     return load_or_create_key(Path(data_dir) / "deid.key")
 

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
-from kg.settings import Settings, load_settings
+from kg.settings import Settings, SettingsError, load_settings
 from kg.vector_index import VectorIndexError
 from service.api.overload import install_overload_limit
 from service.api.readiness import Readiness
@@ -101,6 +101,13 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         return error_response(
             404, f"no session {exc.args[0]!r} (unknown or expired): create one with POST /v1/sessions"
         )
+
+    @app.exception_handler(SettingsError)
+    async def misconfigured(request: Request, exc: SettingsError) -> JSONResponse:
+        """The server's configuration (a damaged key file, a bad setting): not the client's input. The
+        cause goes to the log; the client is not shown paths."""
+        log.error("configuration error on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(503, "the server is misconfigured (see its log)")
 
     @app.exception_handler(ValueError)
     async def bad_value(_: Request, exc: ValueError) -> JSONResponse:

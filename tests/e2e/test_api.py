@@ -207,3 +207,14 @@ def test_the_first_build_of_the_qa_engine_leaves_the_server_answering(tmp_path: 
         answered_meanwhile = not finished.is_set()
         asked.join(15)
     assert answered_meanwhile
+
+
+def test_a_damaged_key_file_is_a_server_fault_not_the_clients(tmp_path: Path) -> None:
+    import pydicom
+
+    (tmp_path / "deid.key").write_bytes(b"abc")  # truncated
+    settings = load_settings(data_dir=tmp_path, ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2)
+    ct = Path(pydicom.data.__file__).parent / "test_files" / "CT_small.dcm"
+    with TestClient(create_app(container=Container(settings)), raise_server_exceptions=False) as client:
+        r = client.post("/v1/images/preview", files={"file": ("ct.dcm", ct.read_bytes(), "application/dicom")})
+    assert r.status_code == 503 and "misconfigured" in r.text and str(tmp_path) not in r.text

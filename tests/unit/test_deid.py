@@ -112,10 +112,10 @@ def test_key_file_is_created_once_with_mode_0600(tmp_path: Path) -> None:
     assert load_or_create_key(path) == key
     assert resolve_key(None, tmp_path / "sub") == key
     assert resolve_key("ab" * 16, tmp_path) == bytes([0xAB] * 16)
-    with pytest.raises(ValueError, match="hexadecimal"):
+    with pytest.raises(SettingsError, match="hexadecimal"):
         resolve_key("not hex at all, not hex at all!!", tmp_path)
     (tmp_path / "bad.key").write_bytes(b"x")
-    with pytest.raises(ValueError, match="at least 16"):
+    with pytest.raises(SettingsError, match="at least 16"):
         load_or_create_key(tmp_path / "bad.key")
 
 
