@@ -132,6 +132,10 @@ class ReportGenerator:
         """The ``k`` most similar prior reports, by image and by text, never those in ``exclude``;
         ``vector``: the text's embedding, when the caller has it."""
         skip = set(exclude)
+        own: set[str] = set()
+        if self.image_index is not None and (image is not None or image_id):
+            own = self.image_index.own_study(image_id, image)  # its report is no prior, by image or by text
+            skip |= {r.report_id for r in self.image_index.get(own).values() if r.report_id}
         best: dict[str, tuple[float, list[str], str | None]] = {}
 
         def offer(doc_id: str, score: float, via: str, img: str | None = None) -> None:
@@ -146,7 +150,6 @@ class ReportGenerator:
         if self.image_index is not None and (image is not None or image_id):
             query: Any = image if image is not None else self.image_index.vectors.vector(image_id or "")
             if query is not None:
-                own = self.image_index.own_study(image_id, image)
                 for hit in self.image_index.search(query, k=4 * k, exclude=own):  # never the study itself
                     if hit.report_id:
                         offer(hit.report_id, hit.score, "image", hit.image_id)
@@ -197,7 +200,8 @@ class ReportGenerator:
         found = self.retriever.graph_evidence.retrieve(indication, qvec, groups, max_hops=0)
         return [GraphEvidence.evidence(f, found.entities) for f in found.facts[:12]]
 
-    def _bundle(self, priors: Sequence[Prior], facts: list[EvidenceItem], budget: int) -> EvidenceBundle:
+    def _prior_items(self, priors: Sequence[Prior]) -> tuple[list[EvidenceItem], list[EvidenceItem]]:
+        """The priors as evidence: their report passages, and the similar images they came by."""
         passages = [
             EvidenceItem(
                 id=pid,
@@ -223,6 +227,12 @@ class ReportGenerator:
             for p in priors
             if p.image_id
         ]
+        return passages, images
+
+    def _bundle(
+        self, passages: list[EvidenceItem], images: list[EvidenceItem], facts: list[EvidenceItem], budget: int
+    ) -> EvidenceBundle:
+        """What fits ``budget`` tokens, in rounds of three passages, an image and a fact (the LLM's context)."""
         counts = (
             self.retriever.embedder.count_tokens([i.text for i in (*passages, *images, *facts)])
             if self.retriever
@@ -277,7 +287,8 @@ class ReportGenerator:
         facts = self._facts(indication, vectors.get(indication))
         timings["graph"] = time.perf_counter() - t
         t = time.perf_counter()
-        bundle = self._bundle(priors, facts, budget)
+        passages, images = self._prior_items(priors)
+        bundle = self._bundle(passages, images, facts, budget)
         technique = technique_of(image) if image is not None else self._indexed_technique(image_id)
         context = " ".join(self.composer.fact_sentences([f for f in facts if f.score >= self.composer.fact_floor]))
         dropped: list[str] = []
@@ -310,7 +321,13 @@ class ReportGenerator:
             findings_text = findings_text or "Insufficient evidence: no similar prior report was found."
         timings["compose"] = time.perf_counter() - t
         timings["total"] = time.perf_counter() - started
-        cited = check_citations(" ".join((findings_text, impression, context)), [], bundle.ids()).cited
+        # An LLM draft may cite what its budgeted context held; an extractive one is composed from the
+        # priors and facts themselves, so it cites them whether or not the budget would have held them.
+        sources = {i.id: i for i in (bundle if use_llm else (*passages, *images, *facts))}
+        checked = [check_citations(part, [], set(sources)) for part in (findings_text, impression, context)]
+        findings_text, impression, context = (c.text for c in checked)  # an id with no source is taken out
+        cited = list(dict.fromkeys(i for c in checked for i in c.cited))
+        dropped += [d for c in checked for d in c.dropped if d not in dropped]
         return GeneratedReport(
             indication=indication,
             technique=technique,
@@ -323,7 +340,7 @@ class ReportGenerator:
             citations=[
                 Citation(id=i.id, kind=i.kind, title=i.title, text=i.text, url=i.url, score=round(i.score, 4))
                 for cid in cited
-                if (i := bundle.get(cid)) is not None
+                if (i := sources.get(cid)) is not None
             ],
             dropped_citations=dropped,
             priors=[

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -277,3 +278,17 @@ def test_image_records_are_not_knowledge(client: TestClient, loaded: tuple[Conta
     assert not c.linker.link_query(study.name) or all(
         not i.startswith(("IMG:", "STUDY:")) for m in c.linker.link_query(study.name) for i in m.ids
     )
+
+
+def test_every_id_a_draft_cites_has_its_citation(loaded: tuple[Container, Path]) -> None:
+    """An extractive draft is composed from its priors and facts, not from the budgeted context: a
+    small budget must not leave ids in the text that no citation explains."""
+    c, _ = loaded
+    chest = _image_id(c, "RG1_J2KI.dcm")
+    for budget in (40, 2000):
+        r = c.report_generator.generate("Chest pain and shortness of breath.", image_id=chest, k=5, budget=budget,
+                                        mode="extractive")  # fmt: skip
+        inline = {i.strip() for part in (r.findings, r.impression, r.context)
+                  for group in re.findall(r"\[([^\]]+)\]", part) for i in group.split(";")}  # fmt: skip
+        assert inline and inline <= {cit.id for cit in r.citations}, (budget, inline)
+        assert "IUXR:1" not in {p.doc_id for p in r.priors}  # its own report: no prior, not even by text
