@@ -84,6 +84,8 @@ def test_neighbours_and_paths(client: TestClient) -> None:
     assert (
         client.get("/v1/paths", params={"source": "DB00945", "target": "HP:0001945", "max_hops": 9}).status_code == 422
     )
+    unknown = client.get("/v1/paths", params={"source": "DB00945", "target": "HP:9999999"})
+    assert unknown.status_code == 404 and "HP:9999999" in unknown.json()["detail"]
 
 
 @pytest.mark.reliability

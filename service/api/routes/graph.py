@@ -101,6 +101,8 @@ def paths(
     type: Annotated[list[str] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> list[PathOut]:
+    _known(graph, source)  # no path between two known entities is [], an unknown one is not a question
+    _known(graph, target)
     found = graph.paths(source, target, max_hops=max_hops, rel_types=type, limit=limit, free_same_as=free_same_as)
     entities = graph.get_entities({n for p in found for n in p.nodes})
     return [
