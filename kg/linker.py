@@ -60,7 +60,7 @@ QUALIFIER_CATEGORIES = frozenset({"ClinicalModifier", "Frequency"})
 MAX_TERM_TOKENS = 12
 # Bumped whenever the rules above change what a text links to (a stored document linked under an
 # older version is then found by `medkg relink`, through the linker's signature).
-LINKER_VERSION = 2
+LINKER_VERSION = 3  # 3: a vector-linked long form's short forms replace their lexicon links; no records
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,11 @@ class EntityLinker:
             for (i, span, method), hit in zip(pending, hits, strict=True):
                 if hit and hit[1] >= self.threshold:
                     found_by = "ner" if method == "ner" else "vector"
-                    results[i].extend(self._expand_short_forms(docs[i], span, (hit[0],), found_by, hit[1], method))
+                    found = self._expand_short_forms(docs[i], span, (hit[0],), found_by, hit[1], method)
+                    # the short forms' local meaning replaces their global one (a lexicon link there)
+                    local = {(m.start, m.end) for m in found if m.method == "abbreviation"}
+                    results[i] = [m for m in results[i] if m.method != "lexicon" or (m.start, m.end) not in local]
+                    results[i].extend(found)
         for mentions in results:
             mentions.sort(key=lambda m: (m.start, -m.end))
         return results

@@ -122,6 +122,21 @@ def test_vector_index_links_near_misses_and_held_out_synonyms(
     assert linker.link_query("quarterly tax filing deadline") == []
 
 
+def test_a_local_abbreviation_linked_by_meaning_overrides_the_global_one(
+    linked_store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    """ "EBF" is a gene's alias in the lexicon; defined here as "excess body fat" (linked by meaning), each
+    "EBF" means obesity only, as a defined abbreviation whose long form is in the lexicon does."""
+    linked_store.upsert_entities([Entity(id="NCBIGene:1879", name="EBF1", category="Gene", synonyms=["EBF"])])
+    nlp = build_pipeline()
+    index = EntityIndex(tmp_path / "indexes", text_embedder)
+    index.update(linked_store, progress=False)
+    linker = EntityLinker(nlp, Lexicon.build(linked_store, nlp), index, threshold=0.75)
+    assert [m.ids for m in linker.link_text("EBF binds DNA.")] == [("NCBIGene:1879",)]  # undefined: the alias
+    found = linker.link_text("We measured excess body fat (EBF) in 40 patients. EBF fell.")
+    assert [(m.ids, m.method) for m in found if m.text == "EBF"] == [(("HP:0001513",), "abbreviation")] * 2
+
+
 def test_lexicon_skips_excluded_sources(linked_store: BaseGraphStore) -> None:
     nlp = build_pipeline()
     lexicon = Lexicon.build(linked_store, nlp, exclude_sources={"hpo"})
