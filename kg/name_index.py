@@ -46,6 +46,8 @@ class NameIndex:
         self._terms: list[str] = []
         self._term_entity: list[int] = []
         self._entities: list[tuple[str, str, str]] = []  # (id, name, category)
+        # category -> its own (keys, refs), made on first use, so that a walk meets only that category
+        self._by_category: dict[str, tuple[list[str], list[tuple[int, int, bool]]]] = {}
         self.build_seconds = 0.0
 
     @classmethod
@@ -78,6 +80,15 @@ class NameIndex:
         index.build_seconds = round(time.perf_counter() - started, 2)
         return index
 
+    def _table(self, category: str | None) -> tuple[list[str], list[tuple[int, int, bool]]]:
+        """The sorted entries of ``category``'s entities (all entries for None)."""
+        if category is None:
+            return self._keys, self._refs
+        if category not in self._by_category:
+            keep = [i for i, (t, _, _) in enumerate(self._refs) if self._entities[self._term_entity[t]][2] == category]
+            self._by_category[category] = ([self._keys[i] for i in keep], [self._refs[i] for i in keep])
+        return self._by_category[category]
+
     def __len__(self) -> int:
         return len(self._entities)
 
@@ -87,15 +98,14 @@ class NameIndex:
         query = fold(typed)
         if not query or limit < 1:
             return []
-        lo = bisect.bisect_left(self._keys, query)
+        keys, refs = self._table(category)
+        lo = bisect.bisect_left(keys, query)
         best: dict[int, tuple[tuple[int, int, int, str], int, bool]] = {}
-        for i in range(lo, min(len(self._keys), lo + MAX_WALK)):
-            if not self._keys[i].startswith(query):
+        for i in range(lo, min(len(keys), lo + MAX_WALK)):
+            if not keys[i].startswith(query):
                 break
-            t, offset, is_name = self._refs[i]
+            t, offset, is_name = refs[i]
             e = self._term_entity[t]
-            if category is not None and self._entities[e][2] != category:
-                continue
             term = self._terms[t]
             rank = (0 if offset == 0 else 1, 0 if is_name else 1, len(term), term.casefold())
             if e not in best or rank < best[e][0]:

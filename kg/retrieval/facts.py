@@ -322,18 +322,18 @@ class GraphEvidence:
         paths = self.paths(groups, max_hops) if max_hops > 0 and len(groups) > 1 else []
         timings["graph_paths"] = time.perf_counter() - t
         t = time.perf_counter()
-        on_path: list[ScoredFact] = []
+        on_path: dict[str, ScoredFact] = {}  # an edge two paths share is one fact
         for p in paths:
             for rel in p.relations:
                 if rel.type in NON_FACT_TYPES:
                     continue
                 f = ScoredFact(relation=rel, seed=p.nodes[0], on_path=True)
                 gathered.pop(f.id, None)
-                on_path.append(f)
+                on_path.setdefault(f.id, f)
         missing = {n for p in paths for n in p.nodes} - entities.keys()
         seed_entities = self.graph.get_entities(missing | (set(seeds) - entities.keys()))
         entities.update(seed_entities)
-        ranked = self.rank(question, qvec, [*on_path, *gathered.values()], entities)
+        ranked = self.rank(question, qvec, [*on_path.values(), *gathered.values()], entities)
         timings["graph_rank"] = time.perf_counter() - t
         return GraphRetrieval(facts=ranked, paths=paths, entities=entities, timings=timings)
 

@@ -230,6 +230,17 @@ def test_a_path_step_cites_the_stated_fact_not_a_denial_of_it(client: TestClient
         app_container.graph.invalidate_relations([denial])
 
 
+def test_an_edge_on_several_paths_is_one_fact(app_container: Container) -> None:
+    retriever = app_container.qa.retriever
+    question = "Is losartan used for Marfan syndrome with aortic root dilatation?"
+    _, groups = retriever.link(question)
+    found = retriever.graph_evidence.retrieve(question, retriever.embedder.encode([question])[0], groups, max_hops=2)
+    on_paths = [r.key for p in found.paths for r in p.relations if r.type != "SAME_AS"]
+    assert len(on_paths) > len(set(on_paths))  # the case: paths that share an edge
+    ids = [f.id for f in found.facts]
+    assert len(ids) == len(set(ids))
+
+
 def test_token_budget_bounds_the_evidence(client: TestClient) -> None:
     small = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", options={"budget": 100})
     big = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", options={"budget": 3000})
