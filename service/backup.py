@@ -2,15 +2,17 @@
 passage/report/image tables, sessions, the de-identification key) as one verified archive.
 
 Backup folds the embedded store's write-ahead log into its files first (``CHECKPOINT``; the store
-is opened by this process, so a running ``medkg serve`` on the same data dir must be stopped) and
-copies every SQLite file through SQLite's online backup API, so each is consistent. A
+is opened by this process, so a running ``medkg serve`` on the same data dir must be stopped, and
+restore is refused the same way) and copies every file (linked ones followed), every SQLite file
+through SQLite's online backup API, so each is consistent. A
 ``manifest.json`` lists every file with its SHA-256. Restore refuses an archive whose members
 would land outside the data dir (absolute paths, ``..``, links), checks every checksum, unpacks
 into a new folder beside the data dir and only then swaps it in; the data dir it replaces is kept
 as ``<data dir>.before-restore-<time>``. With the Neo4j backend the graph lives in Neo4j: the
 archive then holds the indexes and sessions, and the graph is backed up with ``neo4j-admin``.
 
-The archive holds ``deid.key``, the key of the DICOM pseudonyms: keep it as private as the data.
+The archive holds ``deid.key``, the key of the DICOM pseudonyms: it is written private (0600); keep
+it as private as the data.
 Restore only archives you made: like the data dir itself they hold a pickled cache (the phenotype
 index), which is code to Python.
 """
@@ -26,6 +28,7 @@ import sqlite3
 import tarfile
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -62,20 +65,45 @@ def _is_sqlite(path: Path) -> bool:
         return f.read(16) == b"SQLite format 3\x00"
 
 
+def _files(data: Path) -> list[tuple[str, Path]]:
+    """Every file of the data dir as (relative path, path), links followed (an index folder moved to
+    another disk and linked back is part of the data), sorted."""
+    found = []
+    for root, _, names in os.walk(data, followlinks=True):
+        for name in names:
+            path = Path(root) / name
+            if path.is_file():
+                found.append((path.relative_to(data).as_posix(), path))
+    return sorted(found)
+
+
+def _quiesce(settings: Settings, what: str) -> None:
+    """Fold the embedded store's write-ahead log into its files; refused (BackupError) while another
+    process (``medkg serve``, an ingest) holds the store."""
+    if settings.graph_backend is not GraphBackend.ladybug or not settings.ladybug_path.exists():
+        return
+    from kg.graph.base import GraphStoreError
+    from service.container import build_graph_store
+
+    try:
+        store = build_graph_store(settings)
+    except GraphStoreError as exc:
+        raise BackupError(
+            f"the graph store is in use ({exc}): stop `medkg serve` and any ingest before {what}"
+        ) from None
+    try:
+        store.checkpoint()
+    finally:
+        store.close()
+
+
 def backup(settings: Settings, dest: Path) -> BackupResult:
     started = time.perf_counter()
     data = settings.data_dir
     if not data.is_dir():
         raise BackupError(f"no data dir at {data}")
     graph_included = settings.graph_backend is GraphBackend.ladybug
-    if graph_included and settings.ladybug_path.exists():
-        from service.container import build_graph_store
-
-        store = build_graph_store(settings)  # raises if another process holds the store
-        try:
-            store.checkpoint()
-        finally:
-            store.close()
+    _quiesce(settings, "a backup")
     dest = dest.resolve()
     if dest.is_relative_to(data.resolve()):
         raise BackupError("write the archive outside the data dir")
@@ -84,16 +112,21 @@ def backup(settings: Settings, dest: Path) -> BackupResult:
     total = 0
     with tempfile.TemporaryDirectory(prefix="medkg-backup-") as tmp:
         partial = dest.with_name(dest.name + ".partial")
-        with tarfile.open(partial, "w:gz") as tar:
-            for path in sorted(p for p in data.rglob("*") if p.is_file() and not p.is_symlink()):
-                rel = path.relative_to(data).as_posix()
+        # private from the first byte: the archive holds deid.key and the sessions
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            for rel, path in _files(data):
                 if rel.endswith(("-wal", "-shm", "-journal")):
                     continue  # folded into the copy by the backup API
                 source = path
                 if _is_sqlite(path):
                     source = Path(tmp) / f"copy-{len(manifest)}.sqlite"
-                    with sqlite3.connect(path) as src, sqlite3.connect(source) as dst:
-                        src.backup(dst)
+                    try:
+                        with sqlite3.connect(path) as src, sqlite3.connect(source) as dst:
+                            src.backup(dst)
+                    except sqlite3.Error as exc:
+                        raise BackupError(f"{rel}: cannot be copied ({exc})") from None
                 manifest[rel] = _sha256(source)
                 total += source.stat().st_size
                 tar.add(source, arcname=f"data/{rel}", recursive=False)
@@ -125,53 +158,70 @@ def restore(settings: Settings, src: Path, force: bool = False) -> dict:
     data = settings.data_dir
     if data.exists() and any(data.iterdir()) and not force:
         raise BackupError(f"{data} is not empty: pass --force to replace it (it is kept aside)")
-    try:
-        tar = tarfile.open(src, "r:gz")
-    except (OSError, tarfile.TarError) as exc:
-        raise BackupError(f"{src}: not a medkg backup ({exc})") from None
-    with tar:
-        try:
-            meta = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
-        except (KeyError, ValueError, TypeError):
-            raise BackupError(f"{src}: no readable manifest.json") from None
-        if meta.get("format") != FORMAT:
-            raise BackupError(f"{src}: backup format {meta.get('format')!r}, this medkg reads {FORMAT}")
-        expected: dict[str, str] = meta["files"]
-        staging = Path(
-            tempfile.mkdtemp(prefix=data.name + ".restore-", dir=data.parent if data.parent.exists() else None)
+    if os.path.ismount(data):
+        raise BackupError(
+            f"{data} is a mount point: restore swaps the data dir by rename, so mount the volume on its parent "
+            "(as docker-compose.yml does)"
         )
-        try:
-            seen = set()
-            for member in tar.getmembers():
-                if member.name == "manifest.json":
-                    continue
-                rel = _member_path(member.name)
-                if not member.isfile():
-                    raise BackupError(f"refusing archive member {member.name!r}: not a regular file")
-                if rel not in expected:
-                    raise BackupError(f"archive member {member.name!r} is not in the manifest")
-                target = staging / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with tar.extractfile(member) as f, target.open("wb") as out:  # type: ignore[union-attr]
-                    shutil.copyfileobj(f, out)
-                if _sha256(target) != expected[rel]:
-                    raise BackupError(f"{rel}: checksum mismatch (the archive is damaged)")
-                seen.add(rel)
-            missing = set(expected) - seen
-            if missing:
-                raise BackupError(
-                    f"{src}: {len(missing)} file(s) of the manifest are missing, e.g. {sorted(missing)[0]}"
-                )
-            key = staging / "deid.key"
-            if key.exists():
-                key.chmod(0o600)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    kept = None
-    if data.exists():
-        kept = data.with_name(f"{data.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}")
-        data.rename(kept)
+    _quiesce(settings, "a restore")  # a server on the old data dir would go on answering from it
     data.parent.mkdir(parents=True, exist_ok=True)
-    staging.rename(data)
-    return {"files": len(expected), "backend": meta["backend"], "graph_included": meta["graph_included"], "kept": kept}
+    staging = Path(tempfile.mkdtemp(prefix=data.name + ".restore-", dir=data.parent))  # one file system
+    try:
+        try:
+            with tarfile.open(src, "r:gz") as tar:
+                meta = _unpack(tar, staging, src)
+        except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
+            raise BackupError(f"{src}: not a medkg backup, or truncated or damaged ({exc})") from None
+        kept = None
+        if data.exists():
+            kept = data.with_name(f"{data.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}")
+            data.rename(kept)
+        try:
+            staging.rename(data)
+        except OSError:
+            if kept is not None:
+                kept.rename(data)  # the old data dir back in place
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return {
+        "files": len(meta["files"]),
+        "backend": meta["backend"],
+        "graph_included": meta["graph_included"],
+        "kept": kept,
+    }
+
+
+def _unpack(tar: tarfile.TarFile, staging: Path, src: Path) -> dict:
+    """Every member of a backup into ``staging``, each checked against the manifest; the manifest."""
+    try:
+        meta = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
+    except (KeyError, ValueError, TypeError):
+        raise BackupError(f"{src}: no readable manifest.json") from None
+    if meta.get("format") != FORMAT:
+        raise BackupError(f"{src}: backup format {meta.get('format')!r}, this medkg reads {FORMAT}")
+    expected: dict[str, str] = meta["files"]
+    seen = set()
+    for member in tar.getmembers():
+        if member.name == "manifest.json":
+            continue
+        rel = _member_path(member.name)
+        if not member.isfile():
+            raise BackupError(f"refusing archive member {member.name!r}: not a regular file")
+        if rel not in expected:
+            raise BackupError(f"archive member {member.name!r} is not in the manifest")
+        target = staging / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tar.extractfile(member) as f, target.open("wb") as out:  # type: ignore[union-attr]
+            shutil.copyfileobj(f, out)
+        if _sha256(target) != expected[rel]:
+            raise BackupError(f"{rel}: checksum mismatch (the archive is damaged)")
+        seen.add(rel)
+    missing = set(expected) - seen
+    if missing:
+        raise BackupError(f"{src}: {len(missing)} file(s) of the manifest are missing, e.g. {sorted(missing)[0]}")
+    key = staging / "deid.key"
+    if key.exists():
+        key.chmod(0o600)
+    return meta

@@ -4,6 +4,8 @@ indexes, report/passage tables, sessions and the de-identification key."""
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -16,6 +18,14 @@ from tests.e2e.test_cli import run
 from tests.e2e.test_qa_api import _build
 
 pytestmark = pytest.mark.reliability
+HOLD_STORE = """
+import sys, time
+from kg.settings import load_settings
+from service.container import build_graph_store
+store = build_graph_store(load_settings(data_dir=sys.argv[1], ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2))
+print("held", flush=True)
+time.sleep(60)
+"""
 
 
 def _settings(data: Path):  # noqa: ANN202
@@ -90,3 +100,45 @@ def test_cli_backup_restore(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--force" in r.stderr
     r = run(["restore", str(tmp_path / "b.tar.gz"), "--force"], env, tmp_path)
     assert r.returncode == 0 and "restored" in r.stdout, r.stderr
+
+
+def test_backup_follows_links_is_private_and_restore_waits_for_the_store(tmp_path: Path) -> None:
+    import shutil
+    import stat
+
+    src = tmp_path / "src"
+    with Container(_settings(src)) as c:
+        _build(c)
+        held = c.graph.stats()
+    moved = tmp_path / "other-disk" / "indexes"  # the indexes moved to another disk and linked back
+    moved.parent.mkdir()
+    shutil.move(src / "indexes", moved)
+    (src / "indexes").symlink_to(moved, target_is_directory=True)
+    archive = tmp_path / "b.tar.gz"
+    result = backup(_settings(src), archive)
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600  # it holds deid.key and the sessions
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert any(n.startswith("data/indexes/") for n in names) and result.files == len(names) - 1
+
+    dst = tmp_path / "dst"
+    restore(_settings(dst), archive)
+    holder = subprocess.Popen(  # a server holding the restored store: it would answer from the old dir
+        [sys.executable, "-c", HOLD_STORE, str(dst)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(BackupError, match="in use"):
+            restore(_settings(dst), archive, force=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not list(tmp_path.glob("dst.restore-*")) and not list(tmp_path.glob("dst.before-restore-*"))
+    with Container(_settings(dst)) as c:
+        assert c.graph.stats() == held
+
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(BackupError, match="truncated or damaged"):
+        restore(_settings(tmp_path / "d4"), truncated)
+    assert not list(tmp_path.glob("d4.restore-*"))

@@ -45,3 +45,18 @@ def test_compose_requires_api_keys_and_its_empty_defaults_mean_unset(monkeypatch
             monkeypatch.setenv(name, "")
     settings = load_settings()
     assert settings.torch_threads is None and settings.deid_key is None and settings.llm_base_url is None
+
+
+def test_the_volume_holds_the_data_dirs_parent() -> None:
+    """`medkg restore` unpacks beside the data dir and swaps the two by rename: the data dir must not be
+    the volume's mount point itself, and the image's user must own the volume."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    api = compose["services"]["api"]
+    data = Path(api["environment"]["MEDKG_DATA_DIR"])
+    mounts = [Path(v.split(":")[1]) for v in api["volumes"]]
+    assert any(data.parent == m for m in mounts) and data not in mounts
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"MEDKG_DATA_DIR={data}" in dockerfile and f'VOLUME ["{data.parent}"]' in dockerfile
+    assert f"chown medkg {data.parent}" in dockerfile
+    ignored = (ROOT / ".dockerignore").read_text().split()
+    assert {".venv", "data", ".git"} <= set(ignored)  # never sent to the daemon: keys, sessions, environments
