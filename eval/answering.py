@@ -174,14 +174,15 @@ def _key_words(options: dict[str, str]) -> str:
 def _free_text(text: str, options: dict[str, str], kind: str) -> str | None:
     keys = _key_words(options)
     if kind == "mcq":
-        # "the answer is (C)", "Answer: C", "correct option is **C**" (the last statement wins)
+        # "the answer is (C)", "Answer: C", "correct option is **C**": the first statement of the answer
+        # (not "option B would be unlikely" or "answer A is a distractor", which discuss other options)
         said = re.findall(
-            rf"(?i:answer|option|choice)\s*(?i:is|:|=|would be|should be|will be)?\s*(?i:option\s*)?"
-            rf"[\s*(\[]*({keys})(?![\w'-])",
+            rf"(?i:answer|(?:correct|best|right)\s+(?:option|choice))\s*(?i:is|:|=|would be|should be|will be)"
+            rf"\s*(?i:option\s*|choice\s*)?[\s*(\[]*({keys})(?![\w'-])",
             text,
         )
         if said:
-            return said[-1]
+            return said[0]
         m = re.match(rf"^[\s*(\[]*({keys})[\s*)\].:]*$", text)  # "C", "C.", "**C**", "(C)"
         if m:
             return m.group(1)
@@ -198,16 +199,16 @@ def _free_text(text: str, options: dict[str, str], kind: str) -> str | None:
             k for k in found if not any(k != o and _norm_text(options[k]) in _norm_text(options[o]) for o in found)
         ]
         return found[0] if len(found) == 1 else None
-    said = re.findall(rf"(?i)answer\s*(?:is|:|=)?\s*[\s*\"'(\[]*({keys})\b", text)
+    said = re.findall(rf"(?i)answer\s*(?:is|:|=)\s*[\s*\"'(\[]*({keys})\b", text)
     if said:
-        return _normalize_value(said[-1], options, kind)
+        return _normalize_value(said[0], options, kind)
+    # the first sentence opens or closes with the answer, and names no other ("Yes, ...", "The statement
+    # is true."; not "Yes and no", nor "The study found no difference.")
     first = re.split(r"[.!?\n]", text, maxsplit=1)[0]
-    m = re.match(rf"(?i)^[\s*\"'(\[]*({keys})\b", first)
-    if m and len({w.casefold() for w in re.findall(rf"(?i)\b({keys})\b", first)}) == 1:  # "Yes, ..." not "Yes and no"
+    named = {w.casefold() for w in re.findall(rf"(?i)\b({keys})\b", first)}
+    m = re.match(rf"(?i)^[\s*\"'(\[]*({keys})\b", first) or re.search(rf"(?i)\b({keys})[\s*\"')\]]*$", first)
+    if m and len(named) == 1:
         return _normalize_value(m.group(1), options, kind)
-    words = {w.casefold() for w in re.findall(rf"(?i)\b({keys})\b", text)}
-    if len(words) == 1:
-        return _normalize_value(words.pop(), options, kind)
     return None
 
 

@@ -31,6 +31,12 @@ TF = {"True": "True", "False": "False"}
         ("B. Ethanol intoxication, because of the smell.", "B"),
         ("After weighing everything, **D. Benzodiazepine** fits best.", "D"),
         ("A is unlikely; B is possible, but the answer is D", "D"),
+        # the answer stated, then other options discussed: the statement counts, not the discussion
+        ("The answer is (D). Option A is incorrect because of the pupils.", "D"),
+        ("Answer: D\n\nExplanation: option B would be unlikely here.", "D"),
+        ("D. Benzodiazepine intoxication. Choice A is excluded.", "D"),
+        ("The correct answer is D; answer A is a distractor.", "D"),
+        ("The correct option is **C**.", "C"),
         ("It is most consistent with benzodiazepine toxicity: Benzodiazepine.", "D"),
         ("Ethanol intoxication or cannabis intoxication", None),  # two options named: not guessed
         ("I cannot decide without more information.", None),
@@ -54,6 +60,8 @@ def test_json_explanation_is_kept() -> None:
         ("Yes, the trial showed a benefit.", YNM, "yesno", "yes"),
         ("Based on the abstract, the answer is no.", YNM, "yesno", "no"),
         ("Yes and no.", YNM, "yesno", None),
+        ("The study found no difference.", YNM, "yesno", None),  # a word of the text, not an answer
+        ("Based on the evidence, yes.", YNM, "yesno", "yes"),
         ('{"answer": true}', TF, "truefalse", "True"),
         ("False. KIT is the driver gene of mastocytosis.", TF, "truefalse", "False"),
         ("The statement is true", TF, "truefalse", "True"),
