@@ -6,10 +6,13 @@ out of the corpus (every other report is a prior), and compared with its own imp
 
 - ROUGE-L F (LCS of word tokens, :mod:`kg.text_metrics`);
 - keyword F1: the MeSH main headings of the collection (its MeSH column's vocabulary, e.g.
-  cardiomegaly, pleural effusion, atelectasis) found in the generated vs the reference impression.
+  cardiomegaly, pleural effusion, atelectasis) found in the generated vs the reference impression,
+  each with its polarity ("no pneumothorax" is not "pneumothorax": the negation rule of
+  :mod:`kg.negation`).
 
 Beside the baseline computed in the same run on the same reports and the same retrieval: the
-nearest neighbour's impression copied as it is. medkg's impression is the weighted medoid of the
+nearest neighbour's impression copied as it is (the nearest one a draft may take: not empty, no
+"XXXX" placeholder, as for medkg). medkg's impression is the weighted medoid of the
 k nearest priors' impressions (:mod:`service.reports.consensus`).
 """
 
@@ -24,7 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from kg.negation import negated_in
 from kg.text_metrics import keyword_f1, rouge_l
+from service.reports.generator import usable_impression
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IGNORED_HEADINGS = {"normal", "no indexing"}
@@ -37,8 +42,16 @@ def heading_vocabulary(mesh_terms: list[list[str]]) -> list[re.Pattern[str]]:
 
 
 def keywords(text: str, vocabulary: list[re.Pattern[str]]) -> set[str]:
+    """The headings a text names, each with its polarity: "pleural effusion", or "no pleural effusion"
+    when every mention is negated ("No pneumothorax or pleural effusion." states neither)."""
     low = text.lower()
-    return {p.pattern for p in vocabulary if p.search(low)}
+    found = set()
+    for p in vocabulary:
+        heading = p.pattern.removeprefix("\\b").removesuffix("\\b").replace("\\", "")
+        polarities = {negated_in(low, m.start(), m.end()) for m in p.finditer(low)}
+        if polarities:
+            found.add(heading if False in polarities else f"no {heading}")
+    return found
 
 
 def _strip_citations(text: str) -> str:
@@ -55,7 +68,8 @@ def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: in
         query = " ".join(p for p in (r.indication, r.findings) if p)  # type: ignore[attr-defined]
         priors = generator.priors(query, k=k, exclude={doc_id})
         ours = _strip_citations(generator.compose_impression(priors))
-        nearest = priors[0].report.impression or "" if priors else ""
+        # the baseline copies the nearest prior whose impression a draft could take (as medkg's does)
+        nearest = next((p.report.impression for p in priors if usable_impression(p.report.impression)), "")
         ref = r.impression  # type: ignore[attr-defined]
         ref_kw = keywords(ref, vocabulary)
         rows.append(

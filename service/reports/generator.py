@@ -38,6 +38,14 @@ from service.reports.prompts import REPORT_SCHEMA, report_messages
 __all__ = ["ReportGenerator", "GeneratedReport", "Prior", "technique_of"]
 
 _PLACEHOLDER = re.compile(r"\bX{3,}\b")
+
+
+def usable_impression(text: str | None) -> bool:
+    """An impression a draft may take from a prior: not empty, and no de-identification placeholder
+    ("XXXX") in it."""
+    return bool(text) and not _PLACEHOLDER.search(text or "")
+
+
 _SPACE = re.compile(r"\s+")
 
 
@@ -184,7 +192,7 @@ class ReportGenerator:
         candidates = [
             Candidate(p.report.impression, p.score, p.cite(p.report.impression))
             for p in priors
-            if p.report.impression and not _PLACEHOLDER.search(p.report.impression)
+            if usable_impression(p.report.impression)
         ]
         chosen = consensus_text(candidates)
         return f"{chosen.text} [{chosen.source}]" if chosen else ""
