@@ -198,8 +198,9 @@ def run_relink(c: Container, force: bool = False, progress: bool = True) -> None
     from ingest.reports import ReportLoader
 
     linker = c.document_linker
-    pubmed = PubmedLoader(c.graph, c.text_index, c.nlp, linker, progress=progress)
-    reports = ReportLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, reports=c.reports)
+    words = c.settings.passage_max_words  # as loaded: a relink must cut passages as the load did
+    pubmed = PubmedLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, max_words=words)
+    reports = ReportLoader(c.graph, c.text_index, c.nlp, linker, progress=progress, reports=c.reports, max_words=words)
     for report in (
         pubmed.relink(c.text_index.iter_document_ids("PMID:"), force=force),
         reports.relink(force=force),
@@ -336,7 +337,10 @@ def ingest_dicom(
 def run_reports(c: Container, file: Path, projections: Path | None, progress: bool, replace: bool = False) -> None:
     from ingest.reports import ReportLoader, read_iu_reports
 
-    loader = ReportLoader(c.graph, c.text_index, c.nlp, c.document_linker, progress=progress, reports=c.reports)
+    loader = ReportLoader(
+        c.graph, c.text_index, c.nlp, c.document_linker, progress=progress, reports=c.reports,
+        max_words=c.settings.passage_max_words,
+    )  # fmt: skip
     result = loader.load(read_iu_reports(file, projections), replace=replace)
     render(result)
     out.print(

@@ -225,6 +225,11 @@ def test_cli_ingest_and_report(tmp_path: Path) -> None:
     assert out["technique"].startswith("Computed Radiography of the chest") and "[IUXR:" in out["impression"]
     r = run(["report", str(csv), "--indication", "x"], env, tmp_path)
     assert r.returncode == 2 and "reports.csv" in r.stderr and "Traceback" not in r.stderr
+    # MEDKG_PASSAGE_MAX_WORDS cuts reports as it cuts abstracts
+    passages = json.loads(run(["stats", "--json"], env, tmp_path).stdout)["categories"]["Passage"]
+    short = {**env, "MEDKG_DATA_DIR": str(tmp_path / "short"), "MEDKG_PASSAGE_MAX_WORDS": "10"}
+    assert run(["ingest", "reports", str(csv), "--no-progress"], short, tmp_path).returncode == 0
+    assert json.loads(run(["stats", "--json"], short, tmp_path).stdout)["categories"]["Passage"] > passages
 
 
 def test_llm_report_citations_are_checked(loaded: tuple[Container, Path]) -> None:
