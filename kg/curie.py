@@ -119,11 +119,13 @@ def _canonical_local(prefix: str, local: str, original: str) -> str:
     local = local.strip()
     if not local:
         raise CurieError(f"identifier {original!r} has an empty local part")
+    if "|" in local:  # a list written into one field ("D001|D002"), and the relation key's separator
+        raise CurieError(f"identifier {original!r} holds '|': one id per value")
     if prefix in _NUMERIC_LOCAL:
         digits = local.lstrip("#%+*^")
         if prefix == "ORPHA" and digits.lower().startswith("orphanet_"):
             digits = digits[len("orphanet_") :]
-        if not digits.isdigit():
+        if not (digits.isascii() and digits.isdigit()):  # "１５４７００" (full-width) is not one of them
             raise CurieError(f"identifier {original!r}: {prefix} ids are numeric")
         return digits
     if prefix in _UPPER_LOCAL:
@@ -189,8 +191,9 @@ def normalize_curie(value: str, default_prefix: str | None = None) -> str:
         return f"{normalize_curie(f'{prefix}:{local[0]}{base}')}#{fragment}"
     if prefix == "OMIM" and local.strip().upper().startswith("PS"):  # OMIM phenotypic series, MIM:PS267700
         prefix, local = "OMIMPS", local.strip()[2:]
-    # MeSH descriptors are sometimes written MESH:MESH:D0001 or MSH:D0001; strip a repeated prefix.
-    if ":" in local and _canonical_prefix(local.split(":", 1)[0]) == prefix:
+    # MeSH descriptors are sometimes written MESH:MESH:D0001 or MSH:D0001; strip a repeated prefix (as
+    # often as it is repeated: a stored id must read back as itself).
+    while ":" in local and _canonical_prefix(local.split(":", 1)[0]) == prefix:
         local = local.split(":", 1)[1]
     return f"{prefix}:{_canonical_local(prefix, local, original)}"
 

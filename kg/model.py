@@ -187,6 +187,8 @@ class Relation(BaseModel):
     @field_validator("source")
     @classmethod
     def _source(cls, value: str) -> str:
+        if "|" in value:  # the key's separator: "c|d" would make two facts one key
+            raise ValueError(f"a relation's source cannot hold '|': {value!r}")
         return value.strip()
 
     @property

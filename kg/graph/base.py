@@ -402,6 +402,8 @@ class BaseGraphStore(ABC):
         for rel in chunk:
             if rel.subject not in present or rel.object not in present:
                 summary.skipped["endpoint not in graph"] = summary.skipped.get("endpoint not in graph", 0) + 1
+            elif rel.subject == rel.object:  # states nothing; and the backends count a loop differently
+                summary.skipped["self-loop"] = summary.skipped.get("self-loop", 0) + 1
             elif rel.valid_to is not None:
                 summary.skipped["already invalid"] = summary.skipped.get("already invalid", 0) + 1
             else:
@@ -536,7 +538,8 @@ class BaseGraphStore(ABC):
         key = name_key(name)
         if not key:
             return []
-        return [row_to_entity(r) for r in self._find_by_key(key, category, limit)]
+        # an empty category ("?category=") is no filter, on both backends
+        return [row_to_entity(r) for r in self._find_by_key(key, category or None, limit)]
 
     def neighbours(
         self,

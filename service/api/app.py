@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from kg.curie import CurieError
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
@@ -110,7 +111,11 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         return error_response(503, "the server is misconfigured (see its log)")
 
     @app.exception_handler(ValueError)
-    async def bad_value(_: Request, exc: ValueError) -> JSONResponse:
+    async def bad_value(request: Request, exc: ValueError) -> JSONResponse:
+        if isinstance(exc, ValidationError):  # a model the server built, not the client's request (routes
+            # that read a body themselves answer its ValidationError as 422 before it gets here)
+            log.error("invalid model on %s %s: %s", request.method, request.url.path, exc)
+            return error_response(500, "internal error")
         return error_response(422, str(exc))
 
     @app.exception_handler(VectorIndexError)

@@ -64,6 +64,10 @@ PUBLIC_PATHS = frozenset(
 PUBLIC_PREFIXES = ("/static/",)
 #: Paths the rate limit leaves alone (probes poll them).
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
+#: The routes that take a study upload (multipart): MEDKG_MAX_UPLOAD_BYTES; every other body MEDKG_MAX_REQUEST_BYTES.
+UPLOAD_PATHS = frozenset({"/v1/qa", "/v1/reports", "/v1/images/preview"})
+#: Host names a loopback client reaches this machine by (Starlette's TestClient: "testserver").
+_LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 _CODES = {
     400: "bad_request",
@@ -303,7 +307,10 @@ class SecurityMiddleware:
                     "no API keys are configured, so this API serves loopback clients only: "
                     "set MEDKG_API_KEYS to serve other clients",
                 )
-        if refusal is None and path not in HEALTH_PATHS:
+            elif reason := _foreign_page(Headers(scope=scope), host):
+                refusal = error_response(403, reason)
+        public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
+        if refusal is None and not public:  # pages, static files and probes cost no bucket
             wait = limiter.acquire(caller)
             if wait:
                 refusal = _too_many(wait)
@@ -315,6 +322,29 @@ class SecurityMiddleware:
             return
         scope.setdefault("state", {})["api_caller"] = caller
         await self.app(scope, receive, send)
+
+
+def _hostname(value: str) -> str:
+    """The host name of a Host header or an Origin ("127.0.0.1:8000", "http://[::1]:8000")."""
+    netloc = value.split("://", 1)[-1].split("/", 1)[0]
+    if netloc.startswith("["):
+        return netloc[1:].split("]", 1)[0].lower()
+    return netloc.rsplit(":", 1)[0].lower() if netloc.count(":") == 1 else netloc.lower()
+
+
+def _foreign_page(headers: Headers, client: str) -> str | None:
+    """Why an open-mode (no keys, loopback) request may come from a web page of another site, or None.
+    A page can reach a loopback API through DNS rebinding (its own host name, resolved to 127.0.0.1:
+    a Host that is not this machine's) or post to it across sites (an Origin that is not this
+    machine); without keys nothing else would stop either."""
+    names = _LOCAL_NAMES | ({"testserver"} if client == "testclient" else set())
+    host = headers.get("host")
+    if host is not None and _hostname(host) not in names:
+        return f"Host {host!r} is not this machine: without API keys this API answers requests to localhost only"
+    origin = headers.get("origin")
+    if origin is not None and _hostname(origin) not in names:
+        return f"requests from pages of {origin!r} are refused: without API keys only this machine's pages may call"
+    return None
 
 
 class _BodyTooLarge(Exception):
@@ -335,8 +365,11 @@ class BodySizeLimitMiddleware:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        # File uploads (multipart: a DICOM study) have a limit of their own, MEDKG_MAX_UPLOAD_BYTES.
-        upload = headers.get("content-type", "").lower().startswith("multipart/form-data")
+        # File uploads (multipart: a DICOM study) to the routes that take one have a limit of their own,
+        # MEDKG_MAX_UPLOAD_BYTES (any other route keeps the request limit, whatever its content type).
+        upload = _path(scope) in UPLOAD_PATHS and headers.get("content-type", "").lower().startswith(
+            "multipart/form-data"
+        )
         limit = self.max_upload_bytes if upload else self.max_bytes
         setting = "MEDKG_MAX_UPLOAD_BYTES" if upload else "MEDKG_MAX_REQUEST_BYTES"
 
@@ -414,7 +447,10 @@ async def _validation_error(_: Request, exc: Exception) -> Response:
             reason = (err.get("ctx") or {}).get("error")
             detail = "request body is not valid JSON" + (f": {reason}" if reason else "")
             return error_response(422, detail, "validation_error")
-    return error_response(422, errors, "validation_error")
+    # where and what, never the value sent (it may be the whole body, and clinical text)
+    return error_response(
+        422, [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in errors], "validation_error"
+    )
 
 
 async def _internal_error(request: Request, exc: Exception) -> Response:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import openai
 
@@ -116,6 +117,17 @@ class AnswerTextStream:
         return "".join(out)
 
 
+def _without_credentials(url: str) -> str:
+    """``url`` without its user and password (``https://user:secret@host/v1`` -> ``https://host/v1``):
+    an error message reaches API clients and logs."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    return urlunsplit(parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else "")))
+
+
 class LLMAnswerer:
     def __init__(
         self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2
@@ -151,7 +163,7 @@ class LLMAnswerer:
         except openai.APIStatusError as exc:
             raise LLMError(f"the LLM server answered HTTP {exc.status_code}: {exc.message}") from exc
         except openai.APIConnectionError as exc:
-            raise LLMError(f"cannot reach the LLM server at {self.client.base_url}") from exc
+            raise LLMError(f"cannot reach the LLM server at {_without_credentials(str(self.client.base_url))}") from exc
         except (openai.OpenAIError, ValueError) as exc:
             raise LLMError(f"unreadable response from the LLM server: {exc}") from exc
 

@@ -220,3 +220,19 @@ def test_a_damaged_key_file_is_a_server_fault_not_the_clients(tmp_path: Path) ->
     with TestClient(create_app(container=Container(settings)), raise_server_exceptions=False) as client:
         r = client.post("/v1/images/preview", files={"file": ("ct.dcm", ct.read_bytes(), "application/dicom")})
     assert r.status_code == 503 and "misconfigured" in r.text and str(tmp_path) not in r.text
+
+
+def test_a_model_the_server_builds_wrongly_is_its_fault(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    from kg.model import GraphStats
+
+    def broken() -> GraphStats:
+        return GraphStats.model_validate({"entities": "many"})  # a pydantic ValidationError, a ValueError
+
+    monkeypatch.setattr(client.app.state.container.graph, "stats", broken)
+    with pytest.raises(ValidationError):
+        broken()
+    r = TestClient(client.app, raise_server_exceptions=False).get("/v1/stats")
+    assert r.status_code == 500 and "entities" not in r.text
+    assert client.get("/v1/entities/nonsense").status_code == 422  # the client's own bad id stays 422

@@ -102,9 +102,9 @@ def test_only_digests_are_kept(tmp_path: Path) -> None:
 
 def test_open_mode_serves_loopback_only(tmp_path: Path) -> None:
     app = make_app(tmp_path)
-    with TestClient(app, client=LOCAL) as local:
+    with TestClient(app, client=LOCAL, base_url="http://127.0.0.1:8000") as local:
         assert local.get("/v1/stats").status_code == 200
-    with TestClient(app, client=("::1", 50000)) as local6:
+    with TestClient(app, client=("::1", 50000), base_url="http://[::1]:8000") as local6:
         assert local6.get("/v1/stats").status_code == 200
     with TestClient(app, client=REMOTE) as remote:
         r = remote.get("/v1/stats")
@@ -115,6 +115,35 @@ def test_open_mode_serves_loopback_only(tmp_path: Path) -> None:
     # TestClient's default client host "testclient" counts as local (no real server reports it).
     with TestClient(app) as default:
         assert default.get("/v1/stats").status_code == 200
+
+
+def test_open_mode_refuses_pages_of_other_sites(tmp_path: Path) -> None:
+    """Without keys, a loopback client is trusted: a web page of another site must not borrow that
+    trust by DNS rebinding (its own host name resolved to 127.0.0.1) or by posting across sites."""
+    app = make_app(tmp_path)
+    with TestClient(app, client=LOCAL, base_url="http://localhost:8000") as local:
+        assert local.get("/v1/stats").status_code == 200
+        page = {"Origin": "http://localhost:8000"}  # this machine's own pages
+        assert local.post("/v1/sessions", headers=page).status_code == 201
+        rebound = local.get("/v1/stats", headers={"Host": "attacker.example:8000"})
+        assert_error(rebound, 403, "forbidden")
+        assert "attacker.example" in rebound.json()["detail"]
+        crossed = local.post("/v1/sessions", headers={"Origin": "https://evil.example"})
+        assert_error(crossed, 403, "forbidden")
+        assert local.get("/", headers={"Host": "attacker.example"}).status_code == 200  # no data in a page
+
+
+def test_pages_and_static_files_cost_no_bucket_and_bodies_keep_their_limit(tmp_path: Path) -> None:
+    app = make_app(tmp_path, rate_limit_per_minute=3, max_request_bytes=2000, max_upload_bytes=100_000)
+    with TestClient(app) as client:
+        for _ in range(10):
+            assert client.get("/static/medkg.js").status_code == 200 and client.get("/").status_code == 200
+        assert client.get("/v1/stats").status_code == 200  # the bucket is untouched
+        body = b"--x\r\n" + b"a" * 5000 + b"\r\n--x--\r\n"  # multipart to a route that takes no upload
+        r = client.post("/v1/search", content=body, headers={"Content-Type": "multipart/form-data; boundary=x"})
+        assert r.status_code == 413 and "MEDKG_MAX_REQUEST_BYTES" in r.text
+        bad = client.post("/v1/search", json={"q": "x" * 600, "k": "many"})
+        assert bad.status_code == 422 and "x" * 50 not in bad.text  # where and what, never the value sent
 
 
 def test_loopback_addresses() -> None:

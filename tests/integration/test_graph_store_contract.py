@@ -65,6 +65,19 @@ def test_find_by_name_or_synonym_ignores_case_and_spacing(store: BaseGraphStore)
     assert [e.id for e in store.find_entities("marfan syndrome", category="Disease", limit=1)] == ["DOID:14323"]
     assert store.find_entities("marfan syndrome", category="Gene") == []
     assert store.find_entities("   ") == []
+    # "?category=" is no filter on either backend
+    assert [e.id for e in store.find_entities("marfan syndrome", category="")] == ["DOID:14323", "ORPHA:558"]
+
+
+def test_a_self_loop_is_refused_and_a_source_cannot_hold_the_key_separator(store: BaseGraphStore) -> None:
+    load(store)
+    before = store.degrees(["DOID:14323"])
+    summary = store.upsert_relations([Relation(subject="DOID:14323", type="RELATED_TO", object="DOID:14323")])
+    assert summary.skipped == {"self-loop": 1} and summary.added == 0
+    assert store.degrees(["DOID:14323"]) == before  # a loop counted once on Neo4j, twice on Ladybug: none
+    assert all(n.entity.id != "DOID:14323" for n in store.neighbours("DOID:14323"))
+    with pytest.raises(ValueError, match="cannot hold"):
+        Relation(subject="DOID:14323", type="IS_A", object="ORPHA:558", source="c|d")
 
 
 def test_unicode_names_survive(store: BaseGraphStore) -> None:

@@ -48,9 +48,10 @@ def test_every_source_spelling_becomes_one_curie(raw: str, expected: str) -> Non
 
 
 def test_normalising_is_idempotent() -> None:
-    for raw in ("MIM:154700", "Gene::4313", "DB00945", "UMLS_CUI:C0024796", "Orphanet_558"):
+    for raw in ("MIM:154700", "Gene::4313", "DB00945", "UMLS_CUI:C0024796", "Orphanet_558", "GO:GO:GO:0008150"):
         once = normalize_curie(raw)
         assert normalize_curie(once) == once
+    assert normalize_curie("GO:GO:GO:0008150") == "GO:0008150"  # a repeated prefix, however often
 
 
 def test_default_prefix_applies_to_bare_ids() -> None:
@@ -78,6 +79,8 @@ def test_default_prefix_applies_to_bare_ids() -> None:
         ("UMLS_CUI:C002067", "not a UMLS id"),
         ("MESH:D0083 82", "not a MESH id"),
         ("NDFRT:N00001", "not a NDFRT id"),
+        ("OMIM:１５４７００", "numeric"),  # full-width digits would be another key for OMIM:154700
+        ("MESH:D001|D002", "one id per value"),  # '|' separates a relation key's parts
     ],
 )
 def test_bad_identifiers_raise_a_clear_error(raw: str, fragment: str) -> None:

@@ -86,3 +86,12 @@ def test_citation_ids_and_source_urls() -> None:
     assert source_url("PMID:31675180#s4") == "https://pubmed.ncbi.nlm.nih.gov/31675180/"
     assert source_url("DRUGBANK:DB00945") == "https://go.drugbank.com/drugs/DB00945"
     assert source_url("NOPE:1") is None and source_url("not a curie") is None
+
+
+def test_an_llm_error_never_shows_the_servers_credentials() -> None:
+    from service.qa.llm import LLMAnswerer, LLMError
+
+    llm = LLMAnswerer("http://user:s3cret@127.0.0.1:9/v1", "model", timeout_s=1, max_retries=0)
+    with pytest.raises(LLMError) as info:
+        llm.complete([{"role": "user", "content": "hi"}])
+    assert "127.0.0.1:9" in str(info.value) and "s3cret" not in str(info.value) and "user" not in str(info.value)
