@@ -120,6 +120,10 @@ RELTYPE_FILTER = "type(r) = $type"
 SOURCE_FILTER = "r.source = $source"
 AFTER_KEY_FILTER = "r.key > $after"
 
+# Taken first in every write transaction: upserts read, then write, and Neo4j reads committed data only,
+# so two writers could both find "no current edge" and both create one. One lock node serialises
+# writers (as the embedded store's single writer does); readers never touch it.
+WRITE_LOCK = "MERGE (l:MedkgWriteLock {id: 1}) SET l.n = coalesce(l.n, 0) + 1"
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_RELATIONS_BY_TYPE = "MATCH (:Entity)-[r]->(:Entity) RETURN type(r), r.valid_to IS NULL, count(*)"
 COUNT_CURRENT_BY_SOURCE = "MATCH (:Entity)-[r]->(:Entity) WHERE r.valid_to IS NULL RETURN r.source, count(*)"

@@ -95,6 +95,7 @@ class Neo4jGraphStore(BaseGraphStore):
         try:
             self._session = self._driver.session(database=self.database)
             self._tx = self._session.begin_transaction()
+            self._tx.run(q.WRITE_LOCK).consume()  # one writer at a time (see WRITE_LOCK)
         except _UNAVAILABLE as exc:
             self._end_session()
             raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc

@@ -416,3 +416,28 @@ def test_scan_pages_in_id_order_and_existing(store: BaseGraphStore) -> None:
     assert ids == sorted(e.id for e in GRAPH_ENTITIES)
     assert [e.id for e in store.scan_entities(with_xrefs=True)] == ["DOID:14323"]
     assert store.existing(["MIM:154700", "HP:404", "Gene::2200"]) == {"OMIM:154700", "NCBIGene:2200"}
+
+
+@pytest.mark.neo4j
+def test_concurrent_writers_leave_one_current_edge_per_fact(_neo4j_store: BaseGraphStore) -> None:
+    """Two processes loading into Neo4j at once (the embedded store allows one writer): each upsert
+    reads, then writes, so without a write lock both could create the same fact."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kg.graph.neo4j_store import Neo4jGraphStore
+    from tests.conftest import require_neo4j
+
+    store = _neo4j_store
+    store.clear()
+    ids = [f"X:{i}" for i in range(41)]
+    store.upsert_entities([Entity(id=i, name=i, category="Thing") for i in ids])
+    facts = [Relation(subject=ids[0], type="LINKS", object=i, source="s") for i in ids[1:]]
+    writers = [Neo4jGraphStore(**require_neo4j(), batch_size=5) for _ in range(4)]
+    try:
+        with ThreadPoolExecutor(len(writers)) as pool:
+            list(pool.map(lambda w: w.upsert_relations(facts), writers))
+        assert store.current_sources() == {"s": len(facts)}
+    finally:
+        for w in writers:
+            w.close()
+        store.clear()
