@@ -55,14 +55,14 @@ __all__ = [
 
 log = logging.getLogger("medkg.api")
 
-#: Paths served without a key (and, in open mode, to any client).
+#: Paths served without a key (and, in open mode, to any client), and without cost to a rate bucket.
 PUBLIC_PATHS = frozenset(
     {"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
     # the web pages and their static files: no data in them; their API calls carry the key
     | {"/", "/reports", "/differential", "/eval"}
 )
 PUBLIC_PREFIXES = ("/static/",)
-#: Paths the rate limit leaves alone (probes poll them).
+#: Probes: the in-flight limit (overload.py) leaves them alone.
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
 #: The routes that take a study upload (multipart): MEDKG_MAX_UPLOAD_BYTES; every other body MEDKG_MAX_REQUEST_BYTES.
 UPLOAD_PATHS = frozenset({"/v1/qa", "/v1/reports", "/v1/images/preview"})
