@@ -50,8 +50,8 @@ CANARY = Entity(id="HP:0001250", name="Seizure", category="Phenotype", synonyms=
 
 def _in_id(text: str) -> str:
     """An injection string as the local part of a CURIE: no white space (ids have none), no ':' (it would
-    start another prefix), no '/' (a path parameter of ``GET /v1/entities/{id}`` cannot hold one)."""
-    return "".join("_" if c.isspace() else c for c in text).replace(":", "_").replace("/", "|")
+    start another prefix), no "/" (a path parameter cannot hold one), no "|" (the key's separator)."""
+    return "".join("_" if c.isspace() else c for c in text).replace(":", "_").replace("/", "_").replace("|", "_")
 
 
 def injected_entities() -> list[Entity]:
