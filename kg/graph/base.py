@@ -48,6 +48,11 @@ class GraphStoreError(RuntimeError):
     """A graph-store operation failed."""
 
 
+# A statement that fails inside ``batch()`` fails the whole transaction on both backends: the later
+# statements of the block and its commit raise this instead of writing anything.
+TRANSACTION_ABORTED = "the transaction was rolled back because an earlier statement in it failed"
+
+
 class GraphStoreUnavailable(GraphStoreError):
     """The store cannot be reached or opened (server down, wrong credentials, locked data dir)."""
 

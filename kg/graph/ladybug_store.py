@@ -17,7 +17,7 @@ import ladybug
 import pyarrow as pa
 
 from kg.graph import ladybug_cypher as q
-from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
+from kg.graph.base import TRANSACTION_ABORTED, BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
 from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]
@@ -109,11 +109,20 @@ class LadybugGraphStore(BaseGraphStore):
             self._local.conn = conn
         return conn
 
-    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+    def _execute(self, query: str, params: dict[str, Any], failed: str) -> Any:
+        # Ladybug rolls a transaction back at its first failed statement and runs the next ones in
+        # auto-commit mode; inside ``batch()`` they must fail instead, as on Neo4j.
+        if self._batch_depth and getattr(self._local, "aborted", False):
+            raise GraphStoreError(TRANSACTION_ABORTED)
         try:
-            result = self._conn.execute(query, params or {})
+            return self._conn.execute(query, params)
         except RuntimeError as exc:
-            raise GraphStoreError(f"ladybug query failed: {exc}") from exc
+            if self._batch_depth:
+                self._local.aborted = True
+            raise GraphStoreError(f"{failed}: {exc}") from exc
+
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        result = self._execute(query, params or {}, "ladybug query failed")
         if isinstance(result, list):  # several statements
             result = result[-1]
         rows = result.get_all()
@@ -121,9 +130,13 @@ class LadybugGraphStore(BaseGraphStore):
         return rows
 
     def _begin(self) -> None:
+        self._local.aborted = False
         self._run("BEGIN TRANSACTION")
 
     def _commit(self) -> None:
+        if getattr(self._local, "aborted", False):
+            self._rollback()
+            raise GraphStoreError(TRANSACTION_ABORTED)
         self._run("COMMIT")
 
     @contextmanager
@@ -155,6 +168,7 @@ class LadybugGraphStore(BaseGraphStore):
             self._run("CHECKPOINT")
 
     def _rollback(self) -> None:
+        self._local.aborted = False
         # A failed statement may already have ended the transaction; the original error matters.
         try:
             self._conn.execute("ROLLBACK")
@@ -205,10 +219,7 @@ class LadybugGraphStore(BaseGraphStore):
 
     def _copy(self, statement: str, arrow_table: pa.Table) -> None:
         # Ladybug's COPY scans the Python object that the statement names (`arrow_table`, a local here).
-        try:
-            self._conn.execute(statement)
-        except RuntimeError as exc:
-            raise GraphStoreError(f"ladybug bulk load failed: {exc}") from exc
+        self._execute(statement, {}, "ladybug bulk load failed")
 
     # ---- relations ---------------------------------------------------------------------------
     def _current_relations(self, rels: Sequence[Any]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import neo4j
 from neo4j import exceptions as neo4j_errors
 
 from kg.graph import neo4j_cypher as q
-from kg.graph.base import BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
+from kg.graph.base import TRANSACTION_ABORTED, BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
 from kg.model import Direction
 
 __all__ = ["Neo4jGraphStore"]
@@ -90,6 +90,8 @@ class Neo4jGraphStore(BaseGraphStore):
             raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
         except neo4j_errors.Neo4jError as exc:
             raise GraphStoreError(f"Neo4j query failed ({exc.code}): {exc.message}") from exc
+        except neo4j_errors.TransactionError as exc:  # an earlier statement failed the transaction
+            raise GraphStoreError(TRANSACTION_ABORTED) from exc
 
     def _begin(self) -> None:
         try:
@@ -106,6 +108,8 @@ class Neo4jGraphStore(BaseGraphStore):
             self._tx.commit()
         except _UNAVAILABLE as exc:
             raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+        except neo4j_errors.TransactionError as exc:
+            raise GraphStoreError(TRANSACTION_ABORTED) from exc
         finally:
             self._end_session()
 

@@ -359,6 +359,21 @@ def test_batch_commits_together_or_not_at_all(store: BaseGraphStore) -> None:
     assert (st.entities, st.relations) == (2, 1)
 
 
+def test_a_failed_statement_fails_the_whole_batch(store: BaseGraphStore) -> None:
+    """A caller that catches a failed statement and goes on writing must not commit half a batch:
+    Ladybug ends the transaction at the error and would run the rest in auto-commit mode."""
+    with pytest.raises(GraphStoreError, match="rolled back because an earlier statement"):
+        with store.batch():
+            store.upsert_entities([OMIM])
+            with pytest.raises(GraphStoreError):
+                store._run("RETURN (")
+            store.upsert_entities([PHENO])
+    assert store.existing([OMIM.id, PHENO.id]) == set()
+    with store.batch():  # the next batch starts afresh
+        store.upsert_entities([OMIM, PHENO])
+    assert store.existing([OMIM.id, PHENO.id]) == {OMIM.id, PHENO.id}
+
+
 def test_ten_thousand_entity_batches(store: BaseGraphStore) -> None:
     n = 10_000
     entities = [
