@@ -32,6 +32,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from kg.errors import InvalidInput
+
 __all__ = [
     "BENCHMARKS",
     "DatasetError",
@@ -54,7 +56,7 @@ TRUE_FALSE = {"True": "True", "False": "False"}
 LETTERS = "ABCDEFGHIJ"
 
 
-class DatasetError(ValueError):
+class DatasetError(InvalidInput):
     """The file cannot be read as the benchmark at all (missing, not JSON, wrong layout)."""
 
 

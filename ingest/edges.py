@@ -34,12 +34,13 @@ from ingest.report import Problem
 from ingest.sources import open_text
 from ingest.writer import Complete, Item
 from kg.curie import CurieError, normalize_curie
+from kg.errors import InvalidInput
 from kg.model import Entity, Relation
 
 __all__ = ["Mapping", "load_mapping", "edge_items", "bundled_mappings"]
 
 
-class MappingError(ValueError):
+class MappingError(InvalidInput):
     """A mapping file that cannot be used; the message names the file and the field."""
 
 

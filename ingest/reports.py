@@ -52,6 +52,7 @@ from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Section
 from ingest.pubmed.passages import MAX_WORDS, ArticleText, article_text, split_passages
 from ingest.report import IngestReport, Problem
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker, Mention
 from kg.model import DOCUMENT, HAS_PASSAGE, MENTIONS, PASSAGE, Entity, Relation
@@ -91,7 +92,7 @@ class ReportProblem(Problem):
     """A report row that could not be read (file and line); the rest of the file still loads."""
 
 
-class ReportFormatError(ValueError):
+class ReportFormatError(InvalidInput):
     """A file that is not a report (or projection) table at all: required columns are missing."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from tqdm import tqdm
 
 from ingest.report import IngestReport, Problem
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
 
@@ -59,7 +60,7 @@ class Complete:
 Item = Entity | Relation | Ended | Supersedes | Complete | Problem | tuple[str, int]
 
 
-class OlderRelease(ValueError):
+class OlderRelease(InvalidInput):
     """A file loaded whole (:class:`Complete`) is a release older than one of its family the graph holds
     current: loading it would state again, as current, what the newer release changed or dropped (and
     give its entities the older wording). Raised before anything of the load is written."""

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 
+from kg.errors import InvalidInput
+
 __all__ = ["CurieError", "normalize_curie", "try_normalize_curie", "curie_prefix", "source_url"]
 
 
-class CurieError(ValueError):
+class CurieError(InvalidInput):
     """An identifier that cannot be read as a CURIE."""
 
 

@@ -30,6 +30,7 @@ import numpy as np
 import Stemmer
 
 from kg.embedders import TextEmbedder
+from kg.errors import InvalidInput
 from kg.sql import in_chunks
 from kg.vector_index import VectorIndex, VectorIndexError
 
@@ -511,7 +512,7 @@ class TextIndex:
         embedding when the caller has it already. ``exclude_retracted``: passages of retracted
         articles are left out before the cut to ``k`` (an answer's evidence), not shown flagged."""
         if k <= 0:
-            raise ValueError("k must be positive")
+            raise InvalidInput("k must be positive")
         if not len(self):
             return []
         n = max(candidates, k)

@@ -51,6 +51,7 @@ from pydicom.uid import (
     RLETransferSyntaxes,
 )
 
+from kg.errors import InvalidInput
 from multimodal.deid import Pseudonymizer, deidentify
 
 __all__ = ["DicomError", "DicomImage", "read_dicom", "iter_dicom"]
@@ -62,7 +63,7 @@ _PIXEL_DATA_TAG_BYTES = (b"\xe0\x7f\x10\x00", b"\x7f\xe0\x00\x10")  # (7FE0,0010
 _PERCENTILES = (0.5, 99.5)
 
 
-class DicomError(ValueError):
+class DicomError(InvalidInput):
     """A file that yields no image. ``path`` is the file (None for uploaded bytes), ``reason`` the
     message without the path, ``kind`` one of: ``unreadable``, ``empty``, ``not_dicom``,
     ``truncated``, ``corrupt``, ``dicomdir``, ``no_pixels``, ``unsupported``, ``undecodable``."""

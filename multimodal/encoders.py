@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from kg.errors import InvalidInput
+
 __all__ = [
     "ImageEncoder",
     "DescriptorEncoder",
@@ -48,7 +50,7 @@ def as_unit_image(image: np.ndarray) -> np.ndarray:
     if arr.ndim == 3 and arr.shape[-1] == 4:
         arr = arr[..., :3]
     if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[-1] != 3) or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"an image must be H x W or H x W x 3, got shape {arr.shape}")
+        raise InvalidInput(f"an image must be H x W or H x W x 3, got shape {arr.shape}")
     if arr.dtype.kind in "ui":
         out = arr.astype(np.float32) / np.float32(np.iinfo(arr.dtype).max)
     elif arr.dtype.kind == "b":

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kg.errors import InvalidInput
 from kg.model import format_time, utc_now
 from kg.sql import in_chunks
 from kg.vector_index import VectorIndex
@@ -388,7 +389,7 @@ class ImageIndex:
     def search(self, query: np.ndarray | DicomImage, k: int = 5, exclude: Iterable[str] = ()) -> list[ImageHit]:
         """The ``k`` most similar images, best first, leaving out the ids in ``exclude``."""
         if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
+            raise InvalidInput(f"k must be positive, got {k}")
         excluded = set(exclude)
         vector = self.query_vector(query)
         found = self.vectors.search(vector, k + len(excluded))[0]

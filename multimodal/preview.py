@@ -9,6 +9,7 @@ import io
 import numpy as np
 from PIL import Image
 
+from kg.errors import InvalidInput
 from multimodal.dicom import DicomImage
 
 __all__ = ["preview_png"]
@@ -16,7 +17,7 @@ __all__ = ["preview_png"]
 
 def preview_png(image: DicomImage, max_side: int = 512) -> bytes:
     if max_side < 16:
-        raise ValueError("max_side must be at least 16 pixels")
+        raise InvalidInput("max_side must be at least 16 pixels")
     pixels = np.nan_to_num(np.asarray(image.pixels, dtype=np.float32), nan=0.0)
     grey = np.clip(np.rint(pixels * 255.0), 0, 255).astype(np.uint8)
     picture = Image.fromarray(grey, mode="RGB" if grey.ndim == 3 else "L")

@@ -13,6 +13,7 @@ from spacy.language import Language
 from kg.differential import PhenotypeIndex
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker, Lexicon
 from kg.name_index import NameIndex
@@ -293,7 +294,7 @@ class Container:
 
         s = self.settings
         if not s.llm_enabled or not s.llm_model:
-            raise ValueError("triple extraction needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+            raise InvalidInput("triple extraction needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         extractor = TripleExtractor(
             s.llm_base_url or "",
             s.llm_model,

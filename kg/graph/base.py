@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from kg.curie import normalize_curie
+from kg.errors import InvalidInput
 from kg.model import (
     SAME_AS,
     Direction,
@@ -555,7 +556,7 @@ class BaseGraphStore(ABC):
         limit: int = 1000,
     ) -> list[Neighbour]:
         if direction not in ("out", "in", "both"):
-            raise ValueError(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+            raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
         entity_id = normalize_curie(entity_id)
         rows = self._expand([entity_id], _types(rel_types), direction, include_invalid, limit)
         result = []
@@ -573,7 +574,7 @@ class BaseGraphStore(ABC):
     ) -> Subgraph:
         """The current edges within ``hops`` of ``entity_id`` (breadth first, at most ``limit``)."""
         if not 1 <= hops <= 5:
-            raise ValueError("hops must be between 1 and 5")
+            raise InvalidInput("hops must be between 1 and 5")
         centre = self.get_entity(entity_id)
         if centre is None:
             return Subgraph(entities=[], relations=[])
@@ -627,7 +628,7 @@ class BaseGraphStore(ABC):
         still come from ``source`` to ``target``.
         """
         if not 1 <= max_hops <= 6 or not 0 <= free_same_as <= 3:
-            raise ValueError("max_hops must be 1..6 and free_same_as 0..3")
+            raise InvalidInput("max_hops must be 1..6 and free_same_as 0..3")
         source, target = normalize_curie(source), normalize_curie(target)
         if source == target:
             return []
@@ -679,7 +680,7 @@ class BaseGraphStore(ABC):
     ) -> list[Relation]:
         """Edges by subject and/or object (and type), history included unless told otherwise."""
         if subject is None and object is None:
-            raise ValueError("give a subject, an object or both")
+            raise InvalidInput("give a subject, an object or both")
         rows = self._relation_rows(
             normalize_curie(subject) if subject else None,
             normalize_curie(object) if object else None,

@@ -8,9 +8,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
 
-from kg.curie import CurieError
+from kg.errors import InvalidInput
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import Settings, SettingsError, load_settings
 from kg.vector_index import VectorIndexError
@@ -89,10 +88,6 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         log.error("graph store error on %s %s: %s", request.method, request.url.path, exc)
         return error_response(500, "graph store error")
 
-    @app.exception_handler(CurieError)
-    async def bad_curie(_: Request, exc: CurieError) -> JSONResponse:
-        return error_response(422, str(exc))
-
     @app.exception_handler(LLMError)
     async def llm_failed(_: Request, exc: LLMError) -> JSONResponse:
         return error_response(exc.status, str(exc))
@@ -110,13 +105,16 @@ def create_app(settings: Settings | None = None, container: Container | None = N
         log.error("configuration error on %s %s: %s", request.method, request.url.path, exc)
         return error_response(503, "the server is misconfigured (see its log)")
 
+    @app.exception_handler(InvalidInput)
+    async def bad_input(_: Request, exc: InvalidInput) -> JSONResponse:
+        return error_response(422, str(exc))
+
     @app.exception_handler(ValueError)
     async def bad_value(request: Request, exc: ValueError) -> JSONResponse:
-        if isinstance(exc, ValidationError):  # a model the server built, not the client's request (routes
-            # that read a body themselves answer its ValidationError as 422 before it gets here)
-            log.error("invalid model on %s %s: %s", request.method, request.url.path, exc)
-            return error_response(500, "internal error")
-        return error_response(422, str(exc))
+        """Any other ValueError is the server's (a model it built, a library's complaint about data it
+        produced): the client's input errors are ``InvalidInput``, or a 422 of the route itself."""
+        log.error("unexpected %s on %s %s: %s", type(exc).__name__, request.method, request.url.path, exc)
+        return error_response(500, "internal error")
 
     @app.exception_handler(VectorIndexError)
     async def index_unusable(_: Request, exc: VectorIndexError) -> JSONResponse:

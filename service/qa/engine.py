@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from kg.errors import InvalidInput
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever
 from service.qa.answer import Answer
@@ -148,7 +149,7 @@ class QAEngine:
     # ---- stages ------------------------------------------------------------------------------
     def _mode(self, requested: RequestedMode) -> Literal["extractive", "llm"]:
         if requested == "llm" and self.llm is None:
-            raise ValueError("answer mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+            raise InvalidInput("answer mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         if requested == "auto":
             return "llm" if self.llm is not None else "extractive"
         return requested
@@ -163,13 +164,13 @@ class QAEngine:
     ) -> tuple[Retrieval, str, dict[str, float]]:
         question = " ".join(question.split())
         if not question:
-            raise ValueError("the question is empty")
+            raise InvalidInput("the question is empty")
         timings: dict[str, float] = {}
         query, context, conversation = question, [], ""
         links = None  # the question's links, when the session step had to find them
         if session_id is not None:
             if self.sessions is None:
-                raise ValueError("sessions are not enabled")
+                raise InvalidInput("sessions are not enabled")
             t = time.perf_counter()
             session = self.sessions.get(session_id)
             if session is None:
@@ -189,7 +190,7 @@ class QAEngine:
         extra: list[EvidenceItem] = []
         if image is not None or image_id:
             if self.image_evidence is None:
-                raise ValueError("image evidence is not enabled")
+                raise InvalidInput("image evidence is not enabled")
             t = time.perf_counter()
             extra = self.image_evidence(image, image_id)
             timings["images"] = time.perf_counter() - t

@@ -37,6 +37,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from kg.errors import InvalidInput
+
 __all__ = [
     "MemoryItem",
     "MemoryOut",
@@ -86,7 +88,7 @@ CREATE TABLE IF NOT EXISTS memory (
 """
 
 
-class SessionError(ValueError):
+class SessionError(InvalidInput):
     """A malformed session id."""
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ingest.reports import RadiologyReport, ReportStore
+from kg.errors import InvalidInput
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.retrieval.retriever import Retriever
@@ -280,7 +281,7 @@ class ReportGenerator:
         """A draft report for the study (``image``, or an indexed ``image_id``) and ``indication``;
         ``findings``, when given, join the indication in the text search (they are not copied)."""
         if mode == "llm" and self.llm is None:
-            raise ValueError("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+            raise InvalidInput("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         use_llm = self.llm is not None and mode != "extractive"
         timings: dict[str, float] = {}
         started = t = time.perf_counter()

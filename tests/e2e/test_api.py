@@ -236,3 +236,20 @@ def test_a_model_the_server_builds_wrongly_is_its_fault(client: TestClient, monk
     r = TestClient(client.app, raise_server_exceptions=False).get("/v1/stats")
     assert r.status_code == 500 and "entities" not in r.text
     assert client.get("/v1/entities/nonsense").status_code == 422  # the client's own bad id stays 422
+
+
+def test_only_the_clients_input_errors_are_422(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ValueError from inside the server (numpy, a library, a bug) is a 500 that shows nothing of
+    its message; the client's own bad input (``InvalidInput``) stays a 422 that says what to change."""
+    graph = client.app.state.container.graph
+
+    def library_complaint(*args: Any, **kwargs: Any) -> Any:
+        raise ValueError("operands could not be broadcast together with shapes (3,) (7,) at /srv/medkg")
+
+    monkeypatch.setattr(graph, "neighbours", library_complaint)
+    r = TestClient(client.app, raise_server_exceptions=False).get("/v1/entities/HP:0001945/neighbours")
+    assert r.status_code == 500 and "broadcast" not in r.text and "/srv" not in r.text
+    monkeypatch.undo()
+    r = client.post("/v1/qa", json={"question": " \n\t "})  # the engine's own check, after the model's
+    assert r.status_code == 422 and "the question is empty" in r.text
+    assert client.get("/v1/entities/nonsense").status_code == 422  # a CurieError
