@@ -1,9 +1,14 @@
 """Citation checking: every id an answer cites must be in its evidence bundle.
 
-Inline citations are square brackets holding one or more ids separated by ``;`` or ``,``
-("[PMID:1#s2; KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166]"). An id the bundle does not hold is
-removed from the text (an emptied bracket goes with it) and from the cited list, and reported.
-Brackets that hold no id-like token ("[sic]") are left alone.
+Inline citations are square brackets holding one or more ids ("[PMID:1#s2; KG:OMIM:154700-
+HAS_PHENOTYPE-HP:0001166]"). A bracket is a citation as soon as it holds one id-like token, however
+the ids are separated (";", ",", spaces, "and") and whatever else it holds ("[see PMID:1#s2]"), so no
+unchecked id can hide in it: the bracket is rewritten with its ids that the bundle holds, in order and
+once each, and the others are removed from the text and the cited list, and reported. Trailing
+punctuation is not part of an id ("[PMID:1#s2.]"), nor is case ("pmid:1#s2" is the bundle's
+"PMID:1#s2"), "PMID: 123" is the id "PMID:123", and a sentence
+range "PMID:1#s2-s4" (or "-4") stands for the bundle's ids in it. Brackets that hold no id-like token
+("[sic]", "[n = 12]") are left alone, and nothing outside a removed bracket is changed.
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ from dataclasses import dataclass
 
 __all__ = ["CheckedCitations", "check_citations", "inline_ids"]
 
-_BRACKET = re.compile(r"\s?\[([^\[\]]{1,2000})\]")
-_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*:\S+$")
+_BRACKET = re.compile(r"(\s?)\[([^\[\]]{1,2000})\]")
+_TOKEN = re.compile(r"(?<![\w.:#-])[A-Za-z][A-Za-z0-9_.]*:[^\s;,\[\]]+")
+_SPACED = re.compile(r"\b(PMID|PMC|DOI|KG|IMG):\s+(?=\S)", re.IGNORECASE)  # "PMID: 123"
+_TRAILING = ".,;:)!?"
+_RANGE = re.compile(r"^(?P<doc>.+#s)(?P<first>\d+)-s?(?P<last>\d+)$")
+_MAX_RANGE = 50
+_REMOVED = "\x00"  # where a bracket was removed, until the whitespace around it is tidied
 
 
 @dataclass(frozen=True)
@@ -25,45 +35,55 @@ class CheckedCitations:
     dropped: list[str]  # ids not in the bundle, removed
 
 
-def _split(inner: str) -> list[str]:
-    return [p.strip() for p in re.split(r"[;,]", inner) if p.strip()]
+def _tokens(inner: str) -> list[str]:
+    """The id-like tokens of a bracket's text or a listed entry, in order."""
+    tokens = (t.rstrip(_TRAILING) for t in _TOKEN.findall(_SPACED.sub(r"\1:", inner)))
+    return [t for t in tokens if ":" in t and not t.endswith(":")]
 
 
 def inline_ids(text: str) -> list[str]:
     """The id-like tokens cited in ``text``, in order."""
-    found: list[str] = []
-    for m in _BRACKET.finditer(text):
-        found += [p for p in _split(m.group(1)) if _ID.match(p)]
-    return found
+    return [t for m in _BRACKET.finditer(text) for t in _tokens(m.group(2))]
+
+
+def _expand(token: str, allowed: dict[str, str]) -> list[str]:
+    """The bundle's id that ``token`` names (any case); a sentence range: the bundle's ids in it."""
+    if (held := allowed.get(token.casefold())) is not None:
+        return [held]
+    if (m := _RANGE.match(token)) and 0 <= int(m["last"]) - int(m["first"]) < _MAX_RANGE:
+        ids = (allowed.get(f"{m['doc']}{n}".casefold()) for n in range(int(m["first"]), int(m["last"]) + 1))
+        return [i for i in ids if i is not None]
+    return []
 
 
 def check_citations(text: str, listed: Iterable[str], allowed: set[str]) -> CheckedCitations:
+    by_key = {i.casefold(): i for i in allowed}
     dropped: list[str] = []
     cited: list[str] = []
 
-    def keep(token: str) -> bool:
-        if token in allowed:
-            if token not in cited:
-                cited.append(token)
-            return True
-        if token not in dropped:
+    def keep(token: str) -> list[str]:
+        ids = _expand(token, by_key)
+        if not ids and token not in dropped:
             dropped.append(token)
-        return False
+        for i in ids:
+            if i not in cited:
+                cited.append(i)
+        return ids
 
     def fix(m: re.Match[str]) -> str:
-        parts = _split(m.group(1))
-        if not any(_ID.match(p) for p in parts):
+        lead, tokens = m.group(1), _tokens(m.group(2))
+        if not tokens:
             return m.group(0)
-        kept = [p for p in parts if not _ID.match(p) or keep(p)]
-        if not kept:
-            return ""
-        lead = " " if m.group(0).startswith((" ", "\n", "\t")) else ""
-        return f"{lead}[{'; '.join(kept)}]"
+        kept = list(dict.fromkeys(i for t in tokens for i in keep(t)))
+        if kept:
+            return f"{lead}[{'; '.join(kept)}]"
+        return ("\n" if lead == "\n" else "") + _REMOVED
 
     clean = _BRACKET.sub(fix, text)
-    for token in listed:
-        token = token.strip().strip("[]")
-        if token:
+    for entry in listed:
+        for token in _tokens(entry):
             keep(token)
-    clean = re.sub(r"\s+([.,;:])", r"\1", clean).strip()
+    clean = re.sub(rf"[ \t]*{_REMOVED}+(?=[.,;:!?)]|$)", "", clean)  # "text [bad]." -> "text."
+    clean = re.sub(rf"(^|\n){_REMOVED}+[ \t]*", r"\1", clean)  # a line that began with one
+    clean = clean.replace(_REMOVED, "").strip()
     return CheckedCitations(text=clean, cited=cited, dropped=dropped)

@@ -33,6 +33,12 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for line in text.splitlines() for s in _SENTENCE_END.split(line.strip()) if s.strip()]
 
 
+def _unbracketed(text: str) -> str:
+    """Text quoted from the data (a sentence, an impression, a name) with its square brackets made
+    round: an abstract's own "[PMID:555; OR: 2.1]" must not read as one of the answer's citations."""
+    return text.replace("[", "(").replace("]", ")")
+
+
 def _join(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
@@ -92,8 +98,8 @@ class ExtractiveComposer:
                     group.items.append((other, [f.id]))
         sentences = []
         for g in groups.values():
-            parts = [f"{name} [{'; '.join(ids)}]" for name, ids in g.items]
-            sentence = f"{g.anchor} {g.phrase} {_join(parts)}."
+            parts = [f"{_unbracketed(name)} [{'; '.join(ids)}]" for name, ids in g.items]
+            sentence = f"{_unbracketed(g.anchor)} {g.phrase} {_join(parts)}."
             sentences.append(sentence[0].upper() + sentence[1:])
         return sentences
 
@@ -128,8 +134,8 @@ class ExtractiveComposer:
         for rank in sorted(by_rank):
             group = by_rank[rank]
             disease = group[0].meta["subject_name"] or group[0].meta["subject"]
-            matched = _join([f"{i.meta['object_name'] or i.meta['object']} [{i.id}]" for i in group])
-            parts.append(f"{rank}. {disease} ({group[0].meta['subject']}), with {matched}")
+            matched = _join([f"{_unbracketed(i.meta['object_name'] or i.meta['object'])} [{i.id}]" for i in group])
+            parts.append(f"{rank}. {_unbracketed(disease)} ({group[0].meta['subject']}), with {matched}")
         genes = items[0].meta.get("ddx_genes") or []
         among = f" (those associated with {_join(genes)})" if genes else ""
         excluded = items[0].meta.get("ddx_excluded") or []
@@ -142,12 +148,10 @@ class ExtractiveComposer:
         """The similar prior studies that have a report: what their impression said."""
         out = []
         for item in items:
-            impression = (item.meta.get("impression") or "").strip().rstrip(".")
+            impression = _unbracketed(item.meta.get("impression") or "").strip().rstrip(".")
             if impression and len(out) < limit:
-                similarity = f"similarity {item.score:.2f}"
-                out.append(
-                    f'A similar prior study ({item.title}, {similarity}) was reported as "{impression}" [{item.id}].'
-                )
+                study = f"{_unbracketed(item.title)}, similarity {item.score:.2f}"
+                out.append(f'A similar prior study ({study}) was reported as "{impression}" [{item.id}].')
         return out
 
     def compose(self, question: str, bundle: EvidenceBundle) -> Answer:
@@ -161,7 +165,7 @@ class ExtractiveComposer:
         lead = self._differential_sentence(ddx)
         sentences = ([lead] if lead else []) + self._image_sentences(bundle.of_kind("image"))
         sentences += self.fact_sentences(facts)
-        sentences += [f"{s.rstrip()} [{p.id}]" for s, p in quoted]
+        sentences += [f"{_unbracketed(s).rstrip()} [{p.id}]" for s, p in quoted]
         if not sentences:
             best = max((i.score for i in bundle), default=0.0)
             return Answer(
@@ -174,7 +178,8 @@ class ExtractiveComposer:
                 insufficient_evidence=True,
                 mode="extractive",
             )
-        cited = list(dict.fromkeys(inline_ids(" ".join(sentences))))
+        held = bundle.ids()
+        cited = [i for i in dict.fromkeys(inline_ids(" ".join(sentences))) if i in held]
         support = [i.score for i in bundle if i.id in cited]
         confidence = round(min(1.0, max(0.0, sum(support) / len(support))), 3) if support else 0.0
         return Answer(

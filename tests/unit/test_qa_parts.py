@@ -29,6 +29,55 @@ def test_unknown_citations_are_removed_from_text_and_list_and_reported() -> None
     assert inline_ids(text)[:2] == ["KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166", "PMID:9#s1"]
 
 
+@pytest.mark.parametrize(
+    ("text", "clean", "dropped"),
+    [
+        # an unknown id cannot hide beside a known one, behind a word, or behind a space after the colon
+        ("X [PMID:999#s1 PMID:1#s2].", "X [PMID:1#s2].", ["PMID:999#s1"]),
+        ("X [see PMID:999#s1].", "X.", ["PMID:999#s1"]),
+        ("X [PMID: 999].", "X.", ["PMID:999"]),
+        # a known id is not lost to its separators, its punctuation or its case
+        ("X [PMID:1#s2 and PMID:1#s2].", "X [PMID:1#s2].", []),
+        ("X [PMID:1#s2.]", "X [PMID:1#s2]", []),
+        ("X [pmid:1#s2].", "X [PMID:1#s2].", []),
+        ("X [PMID:1#s2-s3].", "X [PMID:1#s2; PMID:1#s3].", []),
+        # nothing outside a removed bracket changes: numbers, colons, line breaks
+        ("A dose of .5 mg, ratio 3 : 1 [PMID:1#s2].", "A dose of .5 mg, ratio 3 : 1 [PMID:1#s2].", []),
+        ("Line one [PMID:1#s2]\n[PMID:9#s9] Line two.", "Line one [PMID:1#s2]\nLine two.", ["PMID:9#s9"]),
+        ("Odds [95% CI: 1.2-3.4] and [n = 12].", "Odds [95% CI: 1.2-3.4] and [n = 12].", []),
+    ],
+)
+def test_every_id_in_a_bracket_is_checked(text: str, clean: str, dropped: list[str]) -> None:
+    r = check_citations(text, [], {"PMID:1#s2", "PMID:1#s3"})
+    assert (r.text, r.dropped) == (clean, dropped)
+
+
+def test_listed_citations_are_read_like_inline_ones() -> None:
+    allowed = {"PMID:1#s2", "PMID:1#s3", "PMID:3#s1"}
+    r = check_citations("X.", ["PMID:1#s2; PMID:3#s1", "PMID:1#s3.", "KG:fake"], allowed)
+    assert r.cited == ["PMID:1#s2", "PMID:3#s1", "PMID:1#s3"] and r.dropped == ["KG:fake"]
+
+
+def test_the_offline_answer_cites_only_its_evidence() -> None:
+    """A quoted abstract sentence keeps its own bracketed references as text, not as citations."""
+    from kg.retrieval.evidence import EvidenceBundle
+    from service.qa.extractive import ExtractiveComposer
+
+    passage = EvidenceItem(
+        id="PMID:1#s2",
+        kind="passage",
+        text="Losartan reduced aortic root dilation in Marfan syndrome [PMID:555; OR: 2.1].",
+        title="Losartan in Marfan syndrome",
+        url=None,
+        score=0.8,
+    )
+    answer = ExtractiveComposer().compose(
+        "Does losartan reduce aortic dilation in Marfan syndrome?", EvidenceBundle(items=[passage], budget=1000)
+    )
+    assert answer.cited == ["PMID:1#s2"]
+    assert "(PMID:555; OR: 2.1)" in answer.text and inline_ids(answer.text) == ["PMID:1#s2"]
+
+
 def test_a_fully_supported_answer_is_unchanged() -> None:
     r = check_citations("A [PMID:1#s0], B [PMID:2#s1].", [], {"PMID:1#s0", "PMID:2#s1"})
     assert r.text == "A [PMID:1#s0], B [PMID:2#s1]." and r.dropped == []
