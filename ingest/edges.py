@@ -15,9 +15,14 @@ A mapping names the columns that make entities (``nodes``) and relations (``edge
         evidence: [category, n_curators, n_resources]
 
 A value is ``{column: C}`` (optionally ``map`` from raw to value, ``prefix`` for bare ids, ``split``
-to make a list) or ``{value: V}``. Rows are read with Python's csv module (quoted fields allowed);
-a row that cannot be read is reported with its line number and skipped (a stray quote or an
-oversized field costs only its own line).
+to make a list) or ``{value: V}``. ``{file}`` in ``source`` stands for the file's name without its
+suffixes, for a mapping of several files that are each the whole of a source of their own
+(``doid-reports/{file}``: ``--replace`` of ``MESHinDO.tsv`` leaves what ``OMIMinDO.tsv`` stated).
+``former_sources`` are names the mapping's source had before: a ``--replace`` load also ends their
+current edges (it states them again under the new name), but leaves their entity statements merged.
+
+Rows are read with Python's csv module (quoted fields allowed); a row that cannot be read is reported
+with its line number and skipped (a stray quote or an oversized field costs only its own line).
 """
 
 from __future__ import annotations
@@ -98,10 +103,16 @@ class Mapping(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     source: str
+    former_sources: list[str] = Field(default_factory=list)
     description: str | None = None
     delimiter: str = "\t"
     nodes: list[NodeSpec] = Field(default_factory=list)
     edges: list[EdgeSpec] = Field(default_factory=list)
+
+    def source_for(self, path: str | Path) -> str:
+        """The source of the statements read from ``path``: ``source`` with ``{file}`` replaced by the
+        file's name without its suffixes (``MESHinDO.tsv.gz`` -> ``MESHinDO``)."""
+        return self.source.replace("{file}", Path(path).name.split(".", 1)[0])
 
 
 def bundled_mappings() -> dict[str, Path]:
@@ -150,13 +161,16 @@ def _curie(value: Value, row: dict[str, str]) -> str | None:
 
 def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Iterator[Item]:
     """Entities and relations for every row of ``path``; relations come after all entities.
-    ``replace``: the file is the whole of the mapping's source, and the edges of it the file no longer
-    states end (``Complete``)."""
+    ``replace``: the file is the whole of its source (``Mapping.source_for``), and the edges of it the
+    file no longer states end (``Complete``), as do the current edges of the ``former_sources``."""
     path = Path(path)
+    source = mapping.source_for(path)
     relations: list[Relation] = []
     first_line: dict[str, tuple[int, bool]] = {}  # relation key -> the line that first stated it, negated?
     if replace:
-        yield Complete(mapping.source)
+        yield Complete(source)
+        for former in mapping.former_sources:
+            yield Complete(former, entities=False)
     with open_text(path) as handle:
         rows = _read_rows(handle, mapping.delimiter, path)
         fieldnames: list[str] = []
@@ -187,20 +201,20 @@ def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Ite
                 for spec in mapping.nodes:
                     entity_id = _curie(spec.id, row) if spec.id else None
                     if entity_id:
-                        yield _entity(spec, entity_id, row, mapping.source)
+                        yield _entity(spec, entity_id, row, source)
                 for spec in mapping.edges:
                     subject, obj, rel_type = _curie(spec.subject, row), _curie(spec.object, row), spec.type.raw(row)
                     if not (subject and obj and rel_type):
                         yield ("rows without an edge (empty id or unmapped type)", 1)
                         continue
                     if spec.subject_node:
-                        yield _entity(spec.subject_node, subject, row, mapping.source)
+                        yield _entity(spec.subject_node, subject, row, source)
                     if spec.object_node:
-                        yield _entity(spec.object_node, obj, row, mapping.source)
+                        yield _entity(spec.object_node, obj, row, source)
                     negated = (spec.negated.raw(row) or "").lower() in ("true", "1", "yes") if spec.negated else False
                     evidence = {c: row[c] for c in spec.evidence if row.get(c)}
                     relation = Relation(
-                        subject=subject, type=rel_type, object=obj, source=mapping.source, evidence=evidence,
+                        subject=subject, type=rel_type, object=obj, source=source, evidence=evidence,
                         negated=negated,
                     )  # fmt: skip
                     # a mapping that can deny a fact: one fact stated and denied, the later row is the one kept

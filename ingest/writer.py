@@ -9,7 +9,9 @@ release of a source no longer states) is invalidated after the writes, never del
 ``valid_to`` and stays visible to history queries; ending it again changes nothing. A load that is a
 whole release says :class:`Supersedes`: after its writes, the current edges of the same family's
 older releases are ended the same way (a newer HPO release loaded over an older one leaves one
-current statement of each fact, not two).
+current statement of each fact, not two), unless the load had problems: a line it could not read (a
+truncated file) may hold a fact it still states, so nothing is ended and the report says so. Under
+``Complete``, an entity's statement is replaced once per load; its rows in a later batch merge with it.
 """
 
 from __future__ import annotations
@@ -51,10 +53,13 @@ class Complete:
     """This load states every edge of ``source`` (a file loaded with ``--replace``): the current edges
     of ``source`` it does not state again are ended once it is written, and with a ``family``
     (``doid:``) those of its older releases too (``doid:2016-06-24`` before ``doid:2026-07-31``). Comes
-    before those edges; a load with problems ends nothing."""
+    before those edges; a load with problems ends nothing. The load's entities replace (not merge with)
+    what ``source`` alone stated of them, but for ``entities=False``: a former name of the source whose
+    edges the load restates under its new name, but whose entity statements it shared with other loads."""
 
     source: str
     family: str | None = None
+    entities: bool = True
 
 
 Item = Entity | Relation | Ended | Supersedes | Complete | Problem | tuple[str, int]
@@ -92,11 +97,20 @@ def ingest(
     stated: dict[str, set[str]] = {}  # source loaded whole (Complete) -> the keys of its edges in this load
     whole: list[Complete] = []
     replacing: set[str] = set()  # the sources whose statements of an entity this load replaces (Complete)
+    written: set[str] = set()  # ids of the entities this load has replaced: a later batch merges with them
 
     def flush_entities() -> None:
         if entities:
             t0 = time.perf_counter()
-            report.entities += store.upsert_entities(entities, replacing=replacing)
+            if replacing:  # an entity's statement is replaced once per load; its rows in a later batch add to it
+                again = [e for e in entities if e.id in written]
+                first = [e for e in entities if e.id not in written]
+                written.update(e.id for e in first)
+                report.entities += store.upsert_entities(first, replacing=replacing)
+                if again:
+                    report.entities += store.upsert_entities(again)
+            else:
+                report.entities += store.upsert_entities(entities)
             report.timed("write entities", time.perf_counter() - t0)
             entities.clear()
 
@@ -133,9 +147,10 @@ def ingest(
                     )
                 stated.setdefault(item.source, set())
                 whole.append(item)
-                replacing.add(item.source)
-                if item.family:  # and its older releases'
-                    replacing.add(item.family)
+                if item.entities:
+                    replacing.add(item.source)
+                    if item.family:  # and its older releases'
+                        replacing.add(item.family)
             elif isinstance(item, Problem):
                 report.problem(item)
             else:
@@ -159,6 +174,9 @@ def ingest(
         if complete.family:
             supersedes.append(Supersedes(complete.source, complete.family))
         report.timed("end what the file no longer states", time.perf_counter() - t0)
+    if supersedes and report.problem_count:  # a line it could not read may hold a fact it still states
+        report.note("newer release: older releases not ended, the files had problems (fix them and load again)")
+        supersedes.clear()
     if supersedes:
         t0 = time.perf_counter()
         current = store.current_sources()

@@ -4,15 +4,18 @@ was it changes nothing; a file with problems ends nothing; other sources are lef
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
 
 from ingest.edges import edge_items, load_mapping
+from ingest.hpo import hpo_items
 from ingest.obo import obo_items
 from ingest.writer import OlderRelease, ingest
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
+from tests.conftest import SHARED_DATA
 from tests.integration.test_ingest_ontologies import INDICATIONS, need
 
 V1 = """format-version: 1.2
@@ -164,3 +167,131 @@ def test_an_older_release_loaded_whole_after_a_newer_one_is_refused(store: BaseG
     again = ingest(store, obo_items(release("same.obo", V2, "doid/releases/2025-06-01"), source="doid", replace=True),
                    "doid", progress=False)  # fmt: skip
     assert again.relations.invalidated == 0 and store.current_sources() == before[0]
+
+
+DOREPORTS = SHARED_DATA / "disease_ontology" / "doreports"
+
+
+def test_each_do_report_is_a_source_of_its_own(store: BaseGraphStore) -> None:
+    """The disease-symptom report and each xref report are sources of their own: ``--replace`` of one ends
+    nothing of another's, and drops no xref another file stated."""
+    symptoms, omim, mesh = (DOREPORTS / f for f in ("disease-symptom.tsv", "OMIMinDO.tsv", "MESHinDO.tsv"))
+    need(symptoms, omim, mesh)
+    ingest(store, edge_items(symptoms, load_mapping("do_disease_symptom")), "s", progress=False, link=False)
+    ingest(store, edge_items(omim, load_mapping("do_xrefs_by_vocabulary")), "o", progress=False, link=False)
+    before = store.current_sources()
+    assert before == {"doid-reports/disease-symptom": 2222}
+    omim_xrefs = set(store.get_entity("DOID:0050120").xrefs)
+    assert omim_xrefs == {"OMIMPS:267700"}
+
+    mapping = load_mapping("do_xrefs_by_vocabulary")
+    report = ingest(store, edge_items(mesh, mapping, replace=True), "m", progress=False, link=False)
+    assert report.relations.invalidated == 0 and store.current_sources() == before
+    assert omim_xrefs <= set(store.get_entity("DOID:0050120").xrefs)  # OMIMinDO's xrefs stay
+    assert store.get_entity("DOID:0050120").sources == ["doid-reports/disease-symptom", "doid-reports/OMIMinDO",
+                                                         "doid-reports/MESHinDO"]  # fmt: skip
+    # and the symptom report loaded whole leaves the xref reports' xrefs
+    ingest(store, edge_items(symptoms, load_mapping("do_disease_symptom"), replace=True), "s", progress=False,
+           link=False)  # fmt: skip
+    assert omim_xrefs <= set(store.get_entity("DOID:0050120").xrefs)
+
+
+def test_a_replace_load_of_the_symptom_report_ends_its_edges_under_the_former_source(
+    store: BaseGraphStore, tmp_path: Path
+) -> None:
+    """A graph loaded when every DO report's source was ``doid-reports``: the symptom report loaded whole
+    restates its edges under its own source and ends the old ones (every ``doid-reports`` edge was one
+    of its), but merges with (drops nothing of) the entities those loads stated."""
+    report_file = tmp_path / "disease-symptom.tsv"
+    report_file.write_text(
+        "disease_id\tdisease_label\tsymptom_id\tsymptom_label\n"
+        "DOID:1205\tallergic disease\tSYMP:0000900\tallergic reaction\n"
+        "DOID:820\tmyocarditis\tSYMP:0000061\tinflammation\n"
+    )
+    store.upsert_entities([
+        Entity(id="DOID:1205", name="allergic disease", category="Disease", xrefs=["MESH:D004342"],
+               sources=["doid-reports"]),
+        Entity(id="SYMP:0000900", name="allergic reaction", category="Symptom", sources=["doid-reports"]),
+        Entity(id="SYMP:0000001", name="gone", category="Symptom", sources=["doid-reports"]),
+    ])  # fmt: skip
+    store.upsert_relations([
+        Relation(subject="DOID:1205", type="HAS_SYMPTOM", object="SYMP:0000900", source="doid-reports"),
+        Relation(subject="DOID:1205", type="HAS_SYMPTOM", object="SYMP:0000001", source="doid-reports"),
+    ])  # fmt: skip
+    mapping = load_mapping("do_disease_symptom")
+    report = ingest(store, edge_items(report_file, mapping, replace=True), "s", progress=False, link=False)
+    assert report.relations.invalidated == 2
+    assert report.read["edges of doid-reports the file no longer states (ended)"] == 2
+    assert store.current_sources() == {"doid-reports/disease-symptom": 2}
+    assert current(store, "DOID:1205") == {("HAS_SYMPTOM", "SYMP:0000900", "doid-reports/disease-symptom")}
+    assert store.get_entity("DOID:1205").xrefs == ["MESH:D004342"]  # another report's xref stays
+    again = ingest(store, edge_items(report_file, mapping, replace=True), "s", progress=False, link=False)
+    assert again.relations.added == again.relations.updated == again.relations.invalidated == 0
+
+
+def test_a_replace_load_keeps_every_row_of_an_entity_that_straddles_a_batch(
+    store: BaseGraphStore, tmp_path: Path
+) -> None:
+    xrefs = tmp_path / "xrefs.tsv"
+    xrefs.write_text(
+        'id\tlabel\txref\n"DOID:1"\t"d one"\t"MIM:100100"\n"DOID:1"\t"d one"\t"MESH:D000001"\n'
+        '"DOID:1"\t"d one"\t"UMLS_CUI:C0000001"\n"DOID:2"\t"d two"\t"MIM:100200"\n'
+    )
+    mapping = load_mapping("do_xrefs")
+    for batch in (20_000, 2, 1):
+        ingest(store, edge_items(xrefs, mapping, replace=True), "x", progress=False, entity_batch=batch, link=False)
+        assert store.get_entity("DOID:1").xrefs == ["OMIM:100100", "MESH:D000001", "UMLS:C0000001"], batch
+    # a row the file dropped is still dropped when the entity's rows straddle a batch
+    xrefs.write_text('id\tlabel\txref\n"DOID:1"\t"d one"\t"MIM:100100"\n"DOID:1"\t"d one"\t"MESH:D000001"\n')
+    ingest(store, edge_items(xrefs, mapping, replace=True), "x", progress=False, entity_batch=1, link=False)
+    assert store.get_entity("DOID:1").xrefs == ["OMIM:100100", "MESH:D000001"]
+
+
+HPOA_HEADER = (
+    "#description: x\n#version: {v}\ndatabase_id\tdisease_name\tqualifier\thpo_id\treference\tevidence\tonset\t"
+    "frequency\tsex\tmodifier\taspect\tbiocuration\n"
+)
+HPO_OBO = """format-version: 1.2
+data-version: hp/releases/{v}
+
+[Term]
+id: HP:0000001
+name: All
+
+[Term]
+id: HP:0000118
+name: Phenotypic abnormality
+is_a: HP:0000001
+
+[Term]
+id: HP:0001250
+name: Seizure
+is_a: HP:0000118
+"""
+
+
+def test_a_newer_hpo_release_with_problems_ends_no_older_release(store: BaseGraphStore, tmp_path: Path) -> None:
+    """A truncated phenotype.hpoa of a newer release: what it could not read may still be stated, so the
+    older release's annotations stay current (the report says so)."""
+    line = "OMIM:{}\tDisease {}\t\tHP:0001250\tPMID:{}\tPCS\t\t1/2\t\t\tP\tHPO:x\n"
+    rows = "".join(line.format(100000 + i, i, i) for i in range(400))
+
+    def release(version: str, truncate: bool = False) -> Path:
+        folder = tmp_path / version
+        folder.mkdir()
+        (folder / "hp.obo").write_text(HPO_OBO.format(v=version))
+        data = gzip.compress((HPOA_HEADER.format(v=version) + rows).encode())
+        (folder / "phenotype.hpoa").write_bytes(data[: len(data) // 2] if truncate else data)
+        return folder
+
+    first = ingest(store, hpo_items(release("2024-01-01"), genes=False), "hpo", progress=False, link=False)
+    assert first.problem_count == 0 and store.current_sources() == {"hpo:2024-01-01": 402}
+    report = ingest(store, hpo_items(release("2025-01-01", truncate=True), genes=False), "hpo", progress=False,
+                    link=False)  # fmt: skip
+    assert report.problem_count == 1 and "reading stopped" in report.problems[0].message
+    assert report.relations.invalidated == 0
+    assert "newer release: older releases not ended, the files had problems (fix them and load again)" in report.notes
+    assert store.current_sources()["hpo:2024-01-01"] == 402
+    # the whole file loaded again ends them
+    whole = ingest(store, hpo_items(release("2025-01-02"), genes=False), "hpo", progress=False, link=False)
+    assert whole.problem_count == 0 and set(store.current_sources()) == {"hpo:2025-01-02"}
