@@ -13,7 +13,9 @@ entities, and write
 
 Unchanged articles are skipped by a content fingerprint (kept with the citation record, written
 after the graph writes are checkpointed and the indexes saved, every ``checkpoint_every`` articles),
-so re-running a load adds nothing and an interrupted load resumes from its last checkpoint. A
+so re-running a load adds nothing and an interrupted load resumes from its last checkpoint. Citation
+records waiting for the next checkpoint count as stored: a later version of the article compares with
+them, and a deletion or a retraction that comes before they are written is applied to them. A
 changed article replaces its passages: those that no longer exist are retired (marked obsolete,
 their edges invalidated, removed from the indexes). A ``DeleteCitation`` does the same for the whole
 document; a retraction flags the document and its passages.
@@ -135,14 +137,28 @@ class PubmedLoader:
         self.progress = progress
 
     # ---- driver ------------------------------------------------------------------------------
-    def load(self, records: Iterable[Article | Deletion | Problem], source: str = SOURCE) -> IngestReport:
+    def load(
+        self,
+        records: Iterable[Article | Deletion | Problem],
+        source: str = SOURCE,
+        *,
+        on_commit: Callable[[], None] | None = None,
+    ) -> IngestReport:
+        """Load ``records``; ``on_commit()`` is called after each checkpoint, when every record taken
+        from ``records`` so far is durable (an Entrez fetch records its PMIDs as delivered only then)."""
         report = IngestReport(source=source)
         started = time.perf_counter()
-        pending_docs: list[DocumentRecord] = []
+        waiting: dict[str, DocumentRecord] = {}  # citation records written at the next checkpoint
+
+        def commit() -> None:
+            self._commit(waiting, report)
+            if on_commit is not None:
+                on_commit()
+
         with batched_load(
             self.store,
-            lambda batch: pending_docs.extend(self._load_batch(batch, report)),
-            lambda: self._commit(pending_docs, report),
+            lambda batch: self._load_batch(batch, report, waiting),
+            commit,
             batch_size=self.batch_size,
             checkpoint_every=self.checkpoint_every,
             progress=self.progress,
@@ -155,29 +171,34 @@ class PubmedLoader:
                     report.problem(record)
                 elif isinstance(record, Deletion):
                     batches.flush()
-                    self._delete(record.pmids, report)
+                    self._delete(record.pmids, report, waiting)
                 else:
                     report.count("articles read")
                     batches.add(record)
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
-    def _commit(self, pending: list[DocumentRecord], report: IngestReport) -> None:
+    def _commit(self, pending: dict[str, DocumentRecord], report: IngestReport) -> None:
         t0 = time.perf_counter()
         self.store.checkpoint()  # graph writes durable (Ladybug's bulk mode), then the indexes,
         self.text_index.commit()
-        self.text_index.put_documents(pending)  # then the fingerprints: a crash before this re-does the batch
+        self.text_index.put_documents(pending.values())  # then the fingerprints: a crash before this re-does the batch
         pending.clear()
         report.timed("index commit", time.perf_counter() - t0)
 
     # ---- one batch ---------------------------------------------------------------------------
-    def _load_batch(self, articles: Sequence[Article], report: IngestReport) -> list[DocumentRecord]:
+    def _load_batch(
+        self, articles: Sequence[Article], report: IngestReport, waiting: dict[str, DocumentRecord]
+    ) -> None:
+        """Load a batch; its citation records join ``waiting`` (written at the next checkpoint), and
+        those already waiting stand for the stored ones."""
         unique = list({a.pmid: a for a in articles}.values())
         if len(unique) < len(articles):
             report.note("duplicate PMIDs in a batch (last kept)", len(articles) - len(unique))
         prints = {a.pmid: fingerprint(a, self.max_words) for a in unique}
         ids = [f"PMID:{a.pmid}" for a in unique]
         known = self.text_index.get_documents(ids)
+        known.update((i, waiting[i]) for i in ids if i in waiting)
         in_graph = self.store.existing(ids)
         # A PMID withdrawn by a DeleteCitation stays withdrawn (its graph node keeps `obsolete`).
         deleted = [a for a in unique if (doc := known.get(f"PMID:{a.pmid}")) is not None and doc.deleted]
@@ -193,7 +214,7 @@ class PubmedLoader:
         ]
         report.count("articles unchanged", len(unique) - len(todo) - len(deleted))
         if not todo:
-            return []
+            return
         # A retraction notice may have arrived before the paper it retracts.
         flagged = self.text_index.retracted(f"PMID:{a.pmid}" for a in todo if not a.retracted)
         todo = [a.model_copy(update={"retracted": True}) if f"PMID:{a.pmid}" in flagged else a for a in todo]
@@ -211,20 +232,20 @@ class PubmedLoader:
                 item.mentions = mentions
             report.timed("linking", time.perf_counter() - t0)
         previous = self._stored_links([item.text.doc_id for item in prepared])
-        self._retire_changed(prepared, known, report)
+        self._retire_changed(prepared, report)
         self._write_graph(prepared, previous, report)
         t0 = time.perf_counter()
         added = self.text_index.add(self._passage_records(prepared))
         report.count("passages embedded", added.embedded)
         report.timed("embeddings", time.perf_counter() - t0)
+        waiting.update((p.text.doc_id, self._document_record(p)) for p in prepared)
         for item in prepared:
             if item.article.retraction_of:
                 retracted = [f"PMID:{p}" for p in item.article.retraction_of]
                 self.text_index.record_retractions(retracted, item.text.doc_id)
-                self._flag_retracted(retracted, report)
+                self._flag_retracted(retracted, report, waiting)
         if self.extract is not None:
             self._extract(prepared, report)
-        return [self._document_record(p) for p in prepared]
 
     def _passage_records(self, prepared: Sequence[_Prepared]) -> list[PassageRecord]:
         records = []
@@ -286,12 +307,13 @@ class PubmedLoader:
         report.timed("write graph", time.perf_counter() - t0)
 
     # ---- retirement: changed, deleted and retracted documents ---------------------------------
-    def _retire_changed(self, prepared: Sequence[_Prepared], known: dict[str, DocumentRecord], report) -> None:
+    def _retire_changed(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
+        """Retire the stored passages that the documents' new texts no longer have (also those of a
+        version loaded earlier in this run, its citation record not written yet)."""
         stale: list[str] = []
         for item in prepared:
-            if item.text.doc_id in known:
-                current = {p.id for p in item.text.passages}
-                stale += [p for p in self.text_index.document_passages(item.text.doc_id) if p not in current]
+            current = {p.id for p in item.text.passages}
+            stale += [p for p in self.text_index.document_passages(item.text.doc_id) if p not in current]
         if stale:
             self._retire_passages(stale, report)
             report.count("passages retired", len(stale))
@@ -309,7 +331,9 @@ class PubmedLoader:
         report.relations.invalidated += self.store.invalidate_relations(ended)
         self.text_index.remove(passage_ids)
 
-    def _delete(self, pmids: Sequence[str], report: IngestReport) -> None:
+    def _delete(self, pmids: Sequence[str], report: IngestReport, waiting: dict[str, DocumentRecord]) -> None:
+        """Withdraw documents (a ``DeleteCitation``); a citation record still waiting for the
+        checkpoint is written deleted, so the deletion is not undone when it is."""
         doc_ids = [f"PMID:{int(p)}" for p in pmids if str(p).strip().isdigit()]
         present = self.store.get_entities(doc_ids)
         report.count("deletions read", len(doc_ids))
@@ -323,8 +347,13 @@ class PubmedLoader:
         self.store.upsert_entities(e.model_copy(update={"obsolete": True}) for e in present.values())
         report.count("documents deleted", len(present))
         self.text_index.mark_documents(present, deleted=True)
+        for doc_id in present:
+            if doc_id in waiting:
+                waiting[doc_id] = replace(waiting[doc_id], deleted=True)
 
-    def _flag_retracted(self, doc_ids: Sequence[str], report: IngestReport) -> None:
+    def _flag_retracted(self, doc_ids: Sequence[str], report: IngestReport, waiting: dict[str, DocumentRecord]) -> None:
+        """Flag retracted documents: their graph description, passages and citation record (also one
+        still waiting for the checkpoint)."""
         present = self.store.get_entities(doc_ids)
         if not present:
             return
@@ -335,7 +364,14 @@ class PubmedLoader:
                 flagged.append(entity.model_copy(update={"description": f"RETRACTED. {description}".strip()}))
         if flagged:
             report.entities += self.store.upsert_entities(flagged)
-        report.count("documents flagged retracted", self.text_index.mark_documents(present, retracted=True))
+        held = [d for d in present if d in waiting]
+        changed = self.text_index.mark_documents([d for d in present if d not in waiting], retracted=True)
+        self.text_index.mark_documents(held, retracted=True)  # their passages, and a row stored before
+        for doc_id in held:
+            if not waiting[doc_id].retracted:
+                waiting[doc_id] = replace(waiting[doc_id], retracted=True)
+                changed += 1
+        report.count("documents flagged retracted", changed)
 
     # ---- re-linking -------------------------------------------------------------------------
     def relink(self, doc_ids: Iterable[str], *, force: bool = False) -> IngestReport:
@@ -349,10 +385,10 @@ class PubmedLoader:
             raise ValueError("relinking needs a linker")
         report = IngestReport(source=f"relink {SOURCE}")
         started = time.perf_counter()
-        pending: list[DocumentRecord] = []
+        pending: dict[str, DocumentRecord] = {}
         with batched_load(
             self.store,
-            lambda batch: pending.extend(self._relink_batch(batch, report, force)),
+            lambda batch: pending.update((d.id, d) for d in self._relink_batch(batch, report, force)),
             lambda: self._commit(pending, report),
             batch_size=self.batch_size,
             checkpoint_every=self.checkpoint_every,
