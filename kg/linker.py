@@ -60,7 +60,9 @@ QUALIFIER_CATEGORIES = frozenset({"ClinicalModifier", "Frequency"})
 MAX_TERM_TOKENS = 12
 # Bumped whenever the rules above change what a text links to (a stored document linked under an
 # older version is then found by `medkg relink`, through the linker's signature).
-LINKER_VERSION = 3  # 3: a vector-linked long form's short forms replace their lexicon links; no records
+# 3: a vector-linked long form's short forms replace their lexicon links; no records. 4: accents folded,
+# white space inside a line ignored, hyphenated terms also matched spaced
+LINKER_VERSION = 4
 
 
 @dataclass(frozen=True)
@@ -119,12 +121,15 @@ class Lexicon:
         for term, table in ((entity.name, self.names), *((s, self.synonyms) for s in entity.synonyms)):
             if (entity.id, term.casefold()) in held or (qualifier and len(term.split()) == 1):
                 continue
-            key = self.key(term)
-            if key is None:
-                continue
-            ids = table.setdefault(key, [])
-            if entity.id not in ids:
-                ids.append(entity.id)
+            # "Focal-onset seizure" is also written "focal onset seizure" (the tokenizer keeps a
+            # hyphenated word whole)
+            for variant in dict.fromkeys((term, term.replace("-", " "))):
+                key = self.key(variant)
+                if key is None:
+                    continue
+                ids = table.setdefault(key, [])
+                if entity.id not in ids:
+                    ids.append(entity.id)
 
     def key(self, term: str) -> str | None:
         """The match key of a term (normalised tokens joined by spaces), or None if never matched."""
@@ -244,9 +249,22 @@ class EntityLinker:
         vectors = self.entity_index.embedder.encode(texts)
         return [hits[0] if hits else None for hits in self.entity_index.index.search(vectors, 1)]
 
+    def _phrase_matches(self, doc: Doc) -> list[Span]:
+        """The lexicon's matches in ``doc``, longest first where they overlap. White space inside a
+        line is not a word: "global  developmental delay" (two spaces, a no-break or thin space) is
+        matched as if single-spaced; a line break still ends a phrase."""
+        gaps = [t for t in doc if t.is_space and "\n" not in t.text]
+        if not gaps:
+            return filter_spans([Span(doc, s, e, label=m) for m, s, e in self._matcher(doc)])
+        words = [t for t in doc if not (t.is_space and "\n" not in t.text)]
+        compact = Doc(self.nlp.vocab, words=[t.text for t in words])
+        for token, original in zip(compact, words, strict=True):
+            token.norm_ = original.norm_
+        return filter_spans([Span(doc, words[s].i, words[e - 1].i + 1, label=m) for m, s, e in self._matcher(compact)])
+
     def _lexical(self, doc: Doc) -> tuple[list[Mention], list[tuple[Span, str]]]:
         strings = self.nlp.vocab.strings
-        spans = filter_spans([Span(doc, s, e, label=m) for m, s, e in self._matcher(doc)])
+        spans = self._phrase_matches(doc)
         mentions: list[Mention] = []
         taken = set()
         unresolved: list[tuple[Span, str]] = []

@@ -11,6 +11,7 @@ of the blank pipeline and its entity spans are linked too.
 from __future__ import annotations
 
 import threading
+import unicodedata
 import warnings
 from functools import lru_cache
 from typing import Literal
@@ -26,9 +27,13 @@ _lock = threading.Lock()
 
 
 def norm_token(text: str) -> str:
-    """The form the lexicon matches on: short all-caps tokens (abbreviations, gene symbols) keep their
-    case; everything else is case-folded and de-pluralised (``Seizures`` -> ``seizure``,
-    ``arteries`` -> ``artery``). Applied identically to lexicon terms and text, so any rule is safe."""
+    """The form the lexicon matches on: accents and compatibility forms folded (``Sjögren`` written
+    with a combining diaeresis or not, ``Café`` -> ``cafe``); short all-caps tokens (abbreviations,
+    gene symbols) keep their case; everything else is case-folded and de-pluralised (``Seizures`` ->
+    ``seizure``, ``arteries`` -> ``artery``). Applied identically to lexicon terms and text, so any
+    rule is safe."""
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     if len(text) <= 6 and text.isupper() and any(c.isalpha() for c in text):
         return text
     low = text.casefold()
@@ -62,10 +67,31 @@ def _paragraph_component(doc: Doc) -> Doc:
     return doc
 
 
+class _LockedAbbreviations:
+    """scispacy's abbreviation detector, one document at a time: it adds each document's rules to a
+    matcher shared by every caller and removes them afterwards, so two threads (the API's worker
+    pool) running it at once fail with E109/E175 or see each other's abbreviations."""
+
+    def __init__(self, nlp: Language, name: str) -> None:
+        from scispacy.abbreviation import AbbreviationDetector
+
+        self._detector = AbbreviationDetector(nlp, name=name)
+        self._lock = threading.Lock()
+
+    def __call__(self, doc: Doc) -> Doc:
+        with self._lock:
+            return self._detector(doc)
+
+
+@Language.factory("medkg_abbreviations")
+def _abbreviation_component(nlp: Language, name: str) -> _LockedAbbreviations:
+    return _LockedAbbreviations(nlp, name)
+
+
 @lru_cache(maxsize=4)
 def build_pipeline(sentences: SentenceMode = "rule", ner_model: str | None = None) -> Language:
-    """A cached pipeline: tokenizer, sentences, abbreviations, token norms (and NER when configured)."""
-    import scispacy.abbreviation  # noqa: F401 - registers "abbreviation_detector"
+    """A cached pipeline: tokenizer, sentences, abbreviations, token norms (and NER when configured).
+    One pipeline serves every thread."""
     import scispacy.custom_sentence_segmenter  # noqa: F401 - registers "pysbd_sentencizer"
 
     # scispacy's tokenizer regex triggers a FutureWarning in re; its abbreviation detector warns on
@@ -86,6 +112,6 @@ def build_pipeline(sentences: SentenceMode = "rule", ner_model: str | None = Non
         if not ({"parser", "senter", "sentencizer", "pysbd_sentencizer"} & set(nlp.pipe_names)):
             nlp.add_pipe("pysbd_sentencizer" if sentences == "pysbd" else "sentencizer", first=True)
             nlp.add_pipe("medkg_paragraphs", after="pysbd_sentencizer" if sentences == "pysbd" else "sentencizer")
-        nlp.add_pipe("abbreviation_detector")
+        nlp.add_pipe("medkg_abbreviations")
         nlp.add_pipe("medkg_norm")
     return nlp

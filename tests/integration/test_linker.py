@@ -154,7 +154,7 @@ def test_a_configured_ner_model_has_its_spans_linked(
     ner.add_pipe("entity_ruler").add_patterns([{"label": "ENTITY", "pattern": "excess body fat"}])
     ner.to_disk(tmp_path / "ner-model")
     nlp = build_pipeline(ner_model=str(tmp_path / "ner-model"))
-    assert "entity_ruler" in nlp.pipe_names and "abbreviation_detector" in nlp.pipe_names
+    assert "entity_ruler" in nlp.pipe_names and "medkg_abbreviations" in nlp.pipe_names
     index = EntityIndex(tmp_path / "indexes", text_embedder)
     index.update(linked_store, progress=False)
     linker = EntityLinker(nlp, Lexicon.build(linked_store, nlp), index, threshold=0.75)
@@ -163,3 +163,68 @@ def test_a_configured_ner_model_has_its_spans_linked(
     assert ("Metformin", ("DRUGBANK:DB00331",), "lexicon") in {(m.text, m.ids, m.method) for m in found}
     with pytest.raises(ValueError, match="cannot load the NER model"):
         build_pipeline(ner_model=str(tmp_path / "missing-model"))
+
+
+SPELLINGS = [
+    Entity(id="HP:0001263", name="Global developmental delay", category="Phenotype"),
+    Entity(id="HP:0007359", name="Focal-onset seizure", category="Phenotype"),
+    Entity(id="DOID:12894", name="Sjögren's syndrome", category="Disease"),
+    Entity(id="HP:0000957", name="Café-au-lait spot", category="Phenotype"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("global  developmental delay", "global  developmental delay"),  # two spaces
+        ("global\u00a0developmental delay", "global\u00a0developmental delay"),  # a no-break space
+        ("a global\u2009developmental delay.", "global\u2009developmental delay"),  # a thin space
+        ("focal onset seizures", "focal onset seizures"),  # the hyphenated term written spaced
+        ("Sjo\u0308gren's syndrome", "Sjo\u0308gren's syndrome"),  # a combining diaeresis (NFD)
+        ("Sjogren's syndrome", "Sjogren's syndrome"),  # no accent
+        ("cafe-au-lait spots", "cafe-au-lait spots"),
+    ],
+)
+def test_spelling_variants_link(store: BaseGraphStore, text: str, found: str) -> None:
+    store.upsert_entities(SPELLINGS)
+    linker = EntityLinker(build_pipeline(), Lexicon.build(store, build_pipeline()))
+    [mention] = linker.link_text(text)
+    assert mention.text == found and text[mention.start : mention.end] == found
+
+
+def test_a_line_break_still_ends_a_phrase(store: BaseGraphStore) -> None:
+    store.upsert_entities(SPELLINGS)
+    linker = EntityLinker(build_pipeline(), Lexicon.build(store, build_pipeline()))
+    assert linker.link_text("Global\ndevelopmental delay") == []
+
+
+def test_linking_from_many_threads_at_once(linked_store: BaseGraphStore) -> None:
+    """The API links on a thread pool with one shared pipeline; scispacy's abbreviation detector keeps
+    per-document rules in a shared matcher (E109/E175 errors, or another document's abbreviations)."""
+    import threading
+
+    linker = EntityLinker(build_pipeline(), Lexicon.build(linked_store, build_pipeline()))
+    texts = [
+        "Marfan syndrome (MFS) is rare. MFS affects the aorta.",
+        "Type 2 diabetes mellitus (T2DM) and obesity. T2DM is treated with metformin.",
+    ]
+    expected = [{(m.text, m.ids) for m in linker.link_text(t)} for t in texts]
+    failures: list[str] = []
+
+    def work(k: int) -> None:
+        for _ in range(150):
+            try:
+                got = {(m.text, m.ids) for m in linker.link_text(texts[k])}
+            except Exception as exc:  # noqa: BLE001 - any failure is the finding
+                failures.append(repr(exc))
+                return
+            if got != expected[k]:
+                failures.append(f"{texts[k]!r}: {sorted(got)}")
+                return
+
+    threads = [threading.Thread(target=work, args=(i % 2,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
