@@ -2,8 +2,10 @@
 
 A mention is negated when a negation cue ("no", "without", "denies", "negative for" ...) stands before
 it in its sentence with nothing that ends the cue's scope in between ("but", "however", "with", a
-semicolon ...), or when its clause goes on to say it is absent ("seizures were absent", "hypotonia was
-not observed"). Phrases that hold a cue word but negate nothing ("no change in cardiomegaly", "not
+semicolon, a verb that states something new: "and reports", "developed" ...), or when its clause goes on
+to say it is absent ("seizures were absent", "hypotonia was not observed"). A cue inside parentheses
+closed before the mention negates nothing after them, and "absence of" negates only the concept right
+after it. Phrases that hold a cue word but negate nothing ("no change in cardiomegaly", "not
 only") are ignored. Words inside the text's linked mentions are part of their concepts, not of the sentence:
 "face with broad temples" does not end a scope, nor does a term named with "no" open one
 (:func:`negated_mentions`). Radiology reports use it for their MENTIONS evidence ("No pneumothorax or large
@@ -26,23 +28,37 @@ _CUE = re.compile(
 )
 # Phrases with a cue word that negate nothing ("no change in cardiomegaly" states cardiomegaly).
 _PSEUDO = re.compile(
-    r"\b(?:no (?:significant |interval |appreciable )?(?:change|increase|decrease|worsening|improvement)"
+    r"\b(?:no (?:(?:significant|interval|appreciable|new|further)\s+)*"
+    r"(?:change|increase|decrease|worsening|improvement)s?"
     r"|not (?:only|necessarily|changed|significantly changed))\b",
     re.IGNORECASE,
 )
+# What a clause says after a mention to negate it ("... was not observed"): it also ends the scope of
+# its own "not" ("hypotonia was not observed, and the child has seizures").
+_ABSENT_AFTER = r"absent|not (?:present|observed|seen|noted|found|reported|detected)|ruled out|excluded"
 # A cue's scope ends at these (the last one before a mention starts the mention's scope). "with" ends
 # it ("no fever, with seizures"); "without" is a word of its own and does not.
-_SCOPE_END = re.compile(
+_CONJUNCTIONS = (
     r"[;:]|\b(?:but|however|although|though|except|aside from|apart from|yet|which|with"
-    r"|there (?:is|are|has been|have been))\b",
+    r"|there (?:is|are|has been|have been))\b"
+)
+# So does a verb that states something new ("denies fever and reports headache", "no fever, developed
+# seizures") and a clause's own negation after its mention.
+_SCOPE_END = re.compile(
+    _CONJUNCTIONS + r"|\b(?:has|had|develop(?:s|ed)|reports?|reported|presents?|presented|shows?|showed"
+    r"|exhibit(?:s|ed)?|" + _ABSENT_AFTER + r")\b",
     re.IGNORECASE,
 )
+# A cue that negates only the concept right after it: "absence of the corpus callosum, seizures"
+# states the seizures (and in a phenotype text "absence of" often names a finding).
+_NARROW_CUE = re.compile(r"\babsence of\b", re.IGNORECASE)
+_LIST_GAP = re.compile(r",|\b(?:and|or)\b", re.IGNORECASE)
+_PARENTHESES = re.compile(r"\([^()]*\)")  # closed before the mention: "hypotonia (not seizures) and"
 # After the mention, in its clause (up to a comma or a scope's end): "... was absent", "... were not
-# observed", "... ruled out".
-_CLAUSE_END = re.compile(r",|" + _SCOPE_END.pattern, re.IGNORECASE)
+# observed", "... ruled out"; with the other mentions blanked, "seizures and [hypotonia] were absent".
+_CLAUSE_END = re.compile(r",|" + _CONJUNCTIONS, re.IGNORECASE)
 _POST = re.compile(
-    r"^\W*(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:absent|not (?:present|observed|seen|noted|found"
-    r"|reported|detected)|ruled out|excluded)\b",
+    r"^\W*(?:(?:and|or|nor)\W+)?(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:" + _ABSENT_AFTER + r")\b",
     re.IGNORECASE,
 )
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
@@ -55,7 +71,14 @@ def negated(before: str, after: str = "") -> bool:
     for end in _SCOPE_END.finditer(before):
         scope = before[end.end() :]
     clause = after[: m.start()] if (m := _CLAUSE_END.search(after)) else after
-    return bool(_CUE.search(_PSEUDO.sub(" ", scope))) or bool(_POST.match(clause))
+    if _POST.match(clause):
+        return True
+    scope = _PSEUDO.sub(" ", _PARENTHESES.sub(" ", scope))
+    cues = list(_CUE.finditer(scope))
+    if not cues:
+        return False
+    last = cues[-1]
+    return not (_NARROW_CUE.fullmatch(last.group(0)) and _LIST_GAP.search(scope, last.end()))
 
 
 def negated_in(text: str, start: int, end: int) -> bool:

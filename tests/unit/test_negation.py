@@ -35,6 +35,23 @@ def _at(text: str, mention: str) -> bool:
         ("Never walked; seizures from 2 years.", "seizures", False),
         ("Macrocephaly (head circumference 2.5 SD) and no seizures", "Macrocephaly", False),  # "2.5" ends nothing
         ("Macrocephaly (head circumference 2.5 SD) and no seizures", "seizures", True),
+        # a clause's own negation ends the scope of its "not"
+        ("Hypotonia was not observed, and the child has seizures.", "seizures", False),
+        ("Hypotonia was not observed, and the child has seizures.", "Hypotonia", True),
+        # a verb that states something new ends a scope
+        ("Patient denies fever and reports headache.", "headache", False),
+        ("He has no fever and developed seizures.", "seizures", False),
+        ("He has no fever and developed seizures.", "fever", True),
+        # a cue inside parentheses closed before the mention ("(NO)" is nitric oxide)
+        ("Hypotonia (not seizures) and microcephaly.", "microcephaly", False),
+        ("Hypotonia (not seizures) and microcephaly.", "seizures", True),
+        ("Nitric oxide (NO) levels were high in sepsis.", "sepsis", False),
+        # "absence of" negates only what follows it directly
+        ("Absence of the corpus callosum, seizures and hypotonia.", "seizures", False),
+        ("Absence of fever.", "fever", True),
+        # more pseudo-negations
+        ("No changes in cardiomegaly.", "cardiomegaly", False),
+        ("No significant interval change in cardiomegaly.", "cardiomegaly", False),
     ],
 )
 def test_negated_in(text: str, mention: str, expected: bool) -> None:
@@ -62,6 +79,12 @@ def test_words_inside_other_mentions_neither_open_nor_end_a_scope() -> None:
     # a mention that spans the cue (a whole short question linked as one concept) hides nothing
     short = "no seizures"
     assert negated_mentions(short, [(0, len(short)), (3, len(short))]) == [False, True]
+
+
+def test_a_clause_negating_two_mentions() -> None:
+    text = "Seizures and hypotonia were absent; microcephaly."
+    spans = [(text.index(w), text.index(w) + len(w)) for w in ("Seizures", "hypotonia", "microcephaly")]
+    assert negated_mentions(text, spans) == [True, True, False]
 
 
 def test_by_polarity() -> None:
