@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -167,8 +167,17 @@ ExtractOpt = Annotated[
 ]
 
 
-def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract: bool, progress: bool) -> None:
-    """Articles into the graph and the passage indexes (the shared path of pubmed, entrez and docs)."""
+def run_pubmed(
+    c: Container,
+    records: Iterable,
+    source: str,
+    link: bool,
+    extract: bool,
+    progress: bool,
+    on_commit: Callable[[], None] | None = None,
+) -> None:
+    """Articles into the graph and the passage indexes (the shared path of pubmed, entrez and docs);
+    ``on_commit`` is called after each of the loader's checkpoints."""
     from ingest.pubmed.load import PubmedLoader
 
     loader = PubmedLoader(
@@ -180,7 +189,7 @@ def run_pubmed(c: Container, records: Iterable, source: str, link: bool, extract
         max_words=c.settings.passage_max_words,
         progress=progress,
     )
-    report = loader.load(records, source=source)
+    report = loader.load(records, source=source, on_commit=on_commit)
     render(report)
     if extract:  # entities the LLM added become linkable by meaning
         result = c.entity_index.update(c.graph, progress=progress)
@@ -262,6 +271,7 @@ def ingest_entrez(
     """Fetch live from NCBI E-utilities (MEDKG_ENTREZ_EMAIL / _API_KEY); re-run to resume."""
     import hashlib
 
+    from ingest.pubmed.entrez import Delivery
     from service.cli import container, fail
 
     if bool(query) == bool(pmids):
@@ -271,12 +281,13 @@ def ingest_entrez(
         key = hashlib.sha1(f"{query or pmids}|{max_results}".encode()).hexdigest()[:16]
         path = checkpoint or c.settings.data_dir / "entrez" / f"{key}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
+        delivery = Delivery()  # PMIDs recorded in the checkpoint only once the loader has committed them
         if query:
-            records = client.search_and_fetch(query, max_results, checkpoint=path, progress=progress)
+            records = client.search_and_fetch(query, max_results, checkpoint=path, progress=progress, delivery=delivery)
         else:
             ids = [p.strip() for p in (pmids or "").split(",") if p.strip()][:max_results]
-            records = client.fetch(ids, checkpoint=path, progress=progress)
-        run_pubmed(c, records, "entrez", link, extract, progress)
+            records = client.fetch(ids, checkpoint=path, progress=progress, delivery=delivery)
+        run_pubmed(c, records, "entrez", link, extract, progress, on_commit=delivery.commit)
         out.print(f"checkpoint: {path}", highlight=False)
 
 

@@ -12,6 +12,9 @@ retried like any other failure and a record is never yielded twice; a batch that
 
 A checkpoint file (JSON lines, appended and fsynced) records the PMIDs delivered, and for
 :meth:`EntrezClient.search_and_fetch` the search result, so an interrupted run resumes where it stopped.
+With a :class:`Delivery`, PMIDs count as delivered only once the consumer says it has made them durable
+(the loader's checkpoint), so a resumed run fetches again whatever was handed out but not committed.
+Error texts never carry the API key.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from tqdm import tqdm
 from ingest.pubmed.model import Article, Deletion
 from ingest.report import Problem
 
-__all__ = ["EntrezClient", "EntrezError", "RateLimiter", "DEFAULT_BASE_URL", "EFETCH_ORIGIN"]
+__all__ = ["Delivery", "EntrezClient", "EntrezError", "RateLimiter", "DEFAULT_BASE_URL", "EFETCH_ORIGIN"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +53,8 @@ POST_PARAMS_CHARS = 1000
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _NCBI_ERROR = re.compile(rb"<ERROR>(.*?)(?:</ERROR>|$)", re.DOTALL)
 _EMPTY_ID_LIST = "ID list is empty"  # efetch's 400 when no id is well-formed: nothing to return, not a failure
+# an API key named in a text: "api-key":"…", api_key=…, 'api key': …
+_API_KEY_VALUE = re.compile(r"""(api[-_ ]?key["']?\s*[:=]\s*["']?)[^"'&\s,;}<]+""", re.IGNORECASE)
 
 
 class EntrezError(RuntimeError):
@@ -77,6 +82,22 @@ class RateLimiter:
             self._next = start + self.interval
         if start > now:
             time.sleep(start - now)
+
+
+class Delivery:
+    """PMIDs handed out by :meth:`EntrezClient.fetch` (``delivery=``), recorded in its checkpoint only when
+    :meth:`commit` is called: after the consumer's own checkpoint (``PubmedLoader.load(on_commit=...)``),
+    when every record it has taken is durable. What was handed out but not committed is fetched again."""
+
+    def __init__(self) -> None:
+        self._state: _Checkpoint | None = None
+        self._taken: list[str] = []
+
+    def commit(self) -> None:
+        """Every PMID handed out so far is durable: record it in the checkpoint."""
+        if self._state is not None and self._taken:
+            self._state.add(self._taken)
+        self._taken = []
 
 
 class EntrezClient:
@@ -156,14 +177,21 @@ class EntrezClient:
     # -- fetch ----------------------------------------------------------------------------------------------
 
     def fetch(
-        self, pmids: Sequence[str], *, checkpoint: Path | None = None, progress: bool = False
+        self,
+        pmids: Sequence[str],
+        *,
+        checkpoint: Path | None = None,
+        progress: bool = False,
+        delivery: Delivery | None = None,
     ) -> Iterator[Article | Deletion | Problem]:
         """The PubMed records of ``pmids``, fetched ``batch_size`` at a time.
 
         A batch that fails after ``max_tries`` yields one Problem (HTTP status and id range); PMIDs that NCBI did
         not return yield one Problem per batch. With ``checkpoint``, PMIDs already delivered are skipped and each
         delivered PMID is recorded there: a whole batch once its last record has been taken, the records taken
-        so far when the iteration is stopped (a record counts as taken once the next one is asked for)."""
+        so far when the iteration is stopped (a record counts as taken once the next one is asked for). With a
+        ``delivery`` as well, they are recorded only when ``delivery.commit()`` is called (every record handed
+        out until then counts)."""
         from ingest.pubmed.xml import parse_pubmed_xml
 
         wanted: list[str] = []
@@ -174,6 +202,8 @@ class EntrezClient:
                 yield Problem(file=EFETCH_ORIGIN, message=f"not a PMID: {raw!r}")
         wanted = list(dict.fromkeys(wanted))
         state = _Checkpoint(checkpoint) if checkpoint is not None else None
+        if delivery is not None:
+            delivery._state, delivery._taken = state, []
         todo = [p for p in wanted if state is None or p not in state.delivered]
         taken: list[str] = []  # delivered PMIDs of the current batch, not yet in the checkpoint
         bar = tqdm(
@@ -195,10 +225,14 @@ class EntrezClient:
                 requested = set(batch)
                 returned: set[str] = set()
                 for item in parse_pubmed_xml(io.BytesIO(body), EFETCH_ORIGIN):
+                    ours = isinstance(item, Article) and item.pmid in requested
+                    if ours and delivery is not None:
+                        delivery._taken.append(item.pmid)  # handed out now; recorded at its commit()
                     yield item
-                    if isinstance(item, Article) and item.pmid in requested:
+                    if ours:
                         returned.add(item.pmid)
-                        taken.append(item.pmid)
+                        if delivery is None:
+                            taken.append(item.pmid)
                 missing = [p for p in batch if p not in returned]
                 if missing:
                     shown = ", ".join(missing[:20]) + (f", ... (+{len(missing) - 20})" if len(missing) > 20 else "")
@@ -213,7 +247,13 @@ class EntrezClient:
                 state.add(taken)
 
     def search_and_fetch(
-        self, query: str, max_results: int, checkpoint: Path | None = None, *, progress: bool = False
+        self,
+        query: str,
+        max_results: int,
+        checkpoint: Path | None = None,
+        *,
+        progress: bool = False,
+        delivery: Delivery | None = None,
     ) -> Iterator[Article | Deletion | Problem]:
         """:meth:`search` then :meth:`fetch`; with ``checkpoint`` the PMID list is kept there too, so a resumed
         run fetches the same set even if PubMed changed meanwhile."""
@@ -224,7 +264,7 @@ class EntrezClient:
             pmids = self.search(query, max_results)
             if checkpoint is not None:
                 _Checkpoint(checkpoint).save_search(query, max_results, pmids)
-        yield from self.fetch(pmids, checkpoint=checkpoint, progress=progress)
+        yield from self.fetch(pmids, checkpoint=checkpoint, progress=progress, delivery=delivery)
 
     # -- HTTP -----------------------------------------------------------------------------------------------
 
@@ -241,7 +281,7 @@ class EntrezClient:
     def _call(self, utility: str, params: dict[str, str]) -> bytes:
         """The whole answer body; retries 429, 5xx and connection failures, raises EntrezError at the end.
 
-        Messages never carry the URL (it holds the API key)."""
+        Messages never carry the URL nor the API key (an error body may echo it)."""
         request = self._request(utility, params)
         failure = "no attempt"
         status: int | None = None
@@ -255,16 +295,22 @@ class EntrezClient:
                     return response.read()
             except HTTPError as exc:
                 status, retry_after = exc.code, _retry_after(exc.headers) if exc.code == 429 else 0.0
-                body = _read_error_body(exc)
+                body = self._redact(_read_error_body(exc).decode("utf-8", "replace")).encode("utf-8")
                 failure = f"HTTP {exc.code}" + (f": {_ncbi_message(body)}" if body else "")
                 if exc.code != 429 and exc.code < 500:
                     raise EntrezError(f"{utility}: {failure}", status=exc.code) from None
             except (URLError, OSError, HTTPException) as exc:  # refused, reset, timed out, truncated body
                 status, retry_after = None, 0.0
                 reason = exc.reason if isinstance(exc, URLError) else exc
-                failure = f"connection error: {type(reason).__name__}: {reason}"
+                failure = self._redact(f"connection error: {type(reason).__name__}: {reason}")
             logger.info("%s attempt %d/%d failed: %s", utility, attempt + 1, self.max_tries, failure)
         raise EntrezError(f"{utility}: {failure} after {self.max_tries} tries", status=status)
+
+    def _redact(self, text: str) -> str:
+        """``text`` without the configured API key, nor any value named api-key/api_key."""
+        if self.api_key:
+            text = text.replace(self.api_key, "***")
+        return _API_KEY_VALUE.sub(r"\1***", text)
 
 
 def _retry_after(headers: Any) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ingest.pubmed.entrez import EntrezClient, EntrezError
+from ingest.pubmed.entrez import Delivery, EntrezClient, EntrezError
 from ingest.pubmed.model import Article
 from ingest.report import Problem
 from tests.entrez_server import BAD_QUERY, PUBMED_XML, Corpus, Eutils, EutilsServer, load_corpus, serve
@@ -264,3 +264,69 @@ def test_search_and_fetch_resumes_the_same_set(eutils: Eutils, pmids: list[str],
 def test_progress_bar_does_not_change_the_records(eutils: Eutils, pmids: list[str]) -> None:
     items = list(client(eutils, batch_size=10).fetch(pmids, progress=True))
     assert [a.pmid for a in articles(items)] == pmids
+
+
+@pytest.mark.reliability
+def test_an_interrupted_load_fetches_again_what_it_had_not_committed(
+    eutils: Eutils, pmids: list[str], tmp_path: Path, text_embedder
+) -> None:
+    from ingest.pubmed.load import PubmedLoader
+    from kg.nlp import build_pipeline
+    from kg.text_index import TextIndex
+    from tests.conftest import open_ladybug
+
+    checkpoint = tmp_path / "run.ckpt"
+    store = open_ladybug(tmp_path)
+    try:
+        loader = PubmedLoader(store, TextIndex(tmp_path / "idx", text_embedder), build_pipeline(), None,
+                              progress=False, batch_size=2, checkpoint_every=4)  # fmt: skip
+
+        def interrupted(records: Iterator[object]) -> Iterator[object]:
+            for n, record in enumerate(records, start=1):
+                if n == 15:
+                    raise KeyboardInterrupt  # Ctrl-C: 14 records loaded, 12 of them committed
+                yield record
+
+        delivery = Delivery()
+        fetched = client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint, delivery=delivery)
+        with pytest.raises(KeyboardInterrupt):
+            loader.load(interrupted(fetched), on_commit=delivery.commit)
+        fetched.close()  # the fetch stopped too (as at the end of a process)
+        assert loader.text_index.document_count() == 12
+
+        eutils.calls.clear()
+        delivery = Delivery()
+        fetched = client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint, delivery=delivery)
+        report = loader.load(fetched, on_commit=delivery.commit)
+        assert [c.ids for c in eutils.efetches()] == [pmids[12:22], pmids[22:]]
+        assert report.read["articles read"] == 13
+        assert sorted(loader.text_index.iter_document_ids("PMID:")) == sorted(f"PMID:{p}" for p in pmids)
+
+        eutils.calls.clear()  # all of them committed: nothing left to fetch
+        assert list(client(eutils, batch_size=10).fetch(pmids, checkpoint=checkpoint, delivery=Delivery())) == []
+        assert eutils.calls == []
+    finally:
+        store.close()
+
+
+class _EchoingKey(Eutils):
+    """Answers every efetch with NCBI's JSON rate-limit error, which echoes the caller's API key."""
+
+    def answer(self, utility: str, params: dict[str, str]) -> tuple[int, bytes]:
+        key = params.get("api_key", "")
+        return 429, f'{{"error":"API rate limit exceeded","api-key":"{key}","count":"11","limit":"10"}}'.encode()
+
+
+def test_an_error_body_never_shows_the_api_key(
+    server: EutilsServer, corpus: Corpus, pmids: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    key = "0123456789abcdef0123456789abcdef0123"
+    base = server.fresh().base_url
+    server.eutils = _EchoingKey(corpus, base_url=base)
+    c = EntrezClient("dev@example.org", key, base_url=base, max_tries=2, **FAST)
+    with caplog.at_level(logging.INFO, logger="ingest.pubmed.entrez"):
+        [problem] = list(c.fetch(pmids[:2]))
+    assert "HTTP 429" in problem.message and "API rate limit exceeded" in problem.message
+    assert '"api-key":"***"' in problem.message
+    assert key not in problem.message
+    assert caplog.messages and not any(key in m for m in caplog.messages)
