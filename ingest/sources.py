@@ -1,4 +1,5 @@
-"""Opening source files: plain or gzip (by magic bytes), as UTF-8 text (bad bytes replaced, never fatal) or bytes."""
+"""Opening source files: plain or gzip (by magic bytes), as UTF-8 text (bad bytes replaced, never fatal, a
+byte order mark dropped) or bytes."""
 
 from __future__ import annotations
 
@@ -43,4 +44,5 @@ def open_binary(path: str | Path) -> IO[bytes]:
 
 
 def open_text(path: str | Path) -> IO[str]:
-    return io.TextIOWrapper(open_binary(path), encoding="utf-8", errors="replace", newline="")
+    """The file's text (decompressed if gzip), a leading UTF-8 byte order mark dropped; line endings kept."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8-sig", errors="replace", newline="")

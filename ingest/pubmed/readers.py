@@ -114,8 +114,8 @@ def read_records(path: str | Path) -> Iterator[Record]:
     """The records of one file, whatever its format; problems are yielded, never raised."""
     path = Path(path)
     origin = str(path)
-    fmt, what = _sniff(path)
     try:
+        fmt, what = _sniff(path)
         if fmt is None:
             yield Problem(file=origin, message=f"{what}; skipped")
         elif fmt == "pubmed-xml":
@@ -127,7 +127,7 @@ def read_records(path: str | Path) -> Iterator[Record]:
                     yield from parse_medline(text, origin)
                 else:  # json or jsonl: the reader tells them apart again from whole lines
                     yield from parse_documents(text, origin)
-    except (OSError, EOFError) as exc:  # a damaged gzip stream, a file gone while reading
+    except (OSError, EOFError) as exc:  # a damaged or truncated gzip stream, an unreadable file, one gone
         yield Problem(file=origin, message=f"unreadable, reading stopped: {exc}")
 
 

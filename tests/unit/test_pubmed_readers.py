@@ -528,3 +528,49 @@ def test_iter_records_over_shared_data() -> None:
     assert len(articles) == 468 + 6 + 200  # XML records (one PMID twice), MEDLINE, PubMedQA
     assert len(deletions) == 2
     assert sorted(Path(p.file).name for p in problems) == sorted([*NOT_ARTICLES, "pmids.txt"])
+
+
+# --- damaged files, byte order marks ---------------------------------------------------------------------
+
+TINY_XML = (
+    b"<PubmedArticleSet>"
+    + b"".join(
+        b"<PubmedArticle><MedlineCitation><PMID>%d</PMID><Article><ArticleTitle>T %d.</ArticleTitle></Article>"
+        b"</MedlineCitation></PubmedArticle>" % (i, i)
+        for i in range(1, 4)
+    )
+    + b"</PubmedArticleSet>"
+)
+
+
+def test_a_damaged_file_is_a_problem_and_the_next_file_loads(tmp_path: Path) -> None:
+    (tmp_path / "a_cut.xml.gz").write_bytes(gzip.compress(TINY_XML)[:40])  # a download cut short
+    (tmp_path / "b_bad.xml.gz").write_bytes(b"\x1f\x8bnot gzip at all")  # gzip magic, then garbage
+    (tmp_path / "c_good.xml").write_bytes(TINY_XML)
+    articles, _, problems = split(iter_records([tmp_path]))
+    assert [a.pmid for a in articles] == ["1", "2", "3"]
+    assert [p.file for p in problems] == [str(tmp_path / "a_cut.xml.gz"), str(tmp_path / "b_bad.xml.gz")]
+    assert all(p.message.startswith("unreadable, reading stopped:") for p in problems)
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gzip"])
+def test_a_byte_order_mark_loses_nothing(tmp_path: Path, packed: bool) -> None:
+    texts = {
+        "m.txt": "PMID- 111\nTI  - First.\n\nPMID- 222\nTI  - Second.\n",
+        "j.json": '[{"pmid": "333", "title": "x"}, {"pmid": "444", "title": "y"}]',
+        "l.jsonl": '{"pmid": "555", "title": "x"}\n{"pmid": "666", "title": "y"}\n',
+    }
+    found = {}
+    for name, text in texts.items():
+        data = ("\ufeff" + text).encode("utf-8")
+        path = tmp_path / (name + (".gz" if packed else ""))
+        path.write_bytes(gzip.compress(data) if packed else data)
+        articles, _, problems = split(read_records(path))
+        assert problems == [], name
+        found[name] = [(a.pmid, a.title, a.origin) for a in articles]
+    p = {name: str(tmp_path / (name + (".gz" if packed else ""))) for name in texts}
+    assert found == {
+        "m.txt": [("111", "First.", f"{p['m.txt']}:1"), ("222", "Second.", f"{p['m.txt']}:4")],
+        "j.json": [("333", "x", f"{p['j.json']}:1"), ("444", "y", f"{p['j.json']}:1")],
+        "l.jsonl": [("555", "x", f"{p['l.jsonl']}:1"), ("666", "y", f"{p['l.jsonl']}:2")],
+    }
