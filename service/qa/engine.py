@@ -23,7 +23,7 @@ from kg.retrieval.retriever import Retrieval, Retriever
 from service.qa.answer import Answer
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
-from service.qa.sessions import SessionStore, Turn, expand_query
+from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query
 
 if TYPE_CHECKING:
     from multimodal.dicom import DicomImage
@@ -184,8 +184,7 @@ class QAEngine:
             except KeyError as exc:  # expired since it was read
                 raise UnknownSession(session_id) from exc
             context = [m.key for m in used]
-            recent = [f"Q: {t.question}\nA: {t.answer}" for t in session.turns[-2:]]
-            conversation = "\n".join(p for p in (session.summary, *recent) if p)
+            conversation = conversation_context(session)
             timings["session"] = time.perf_counter() - t
         extra: list[EvidenceItem] = []
         if image is not None or image_id:

@@ -47,6 +47,7 @@ __all__ = [
     "SessionStore",
     "Turn",
     "TurnOut",
+    "conversation_context",
     "expand_query",
 ]
 
@@ -178,6 +179,16 @@ def summary_line(turn: Turn) -> str:
     return f"{line} [{', '.join(cited)}]" if cited else line
 
 
+def conversation_context(session: Session, recent: int = 2) -> str:
+    """What the LLM is told of a session before a new question: the running summary (the turns that
+    left the window), a summary line for each turn still in the window but older than the last
+    ``recent``, and those in full. Every turn is there, in order, however long the window."""
+    turns = session.turns
+    older = [summary_line(t) for t in turns[: max(0, len(turns) - recent)]]
+    full = [f"Q: {t.question}\nA: {t.answer}" for t in turns[max(0, len(turns) - recent) :]]
+    return "\n".join(p for p in (session.summary, *older, *full) if p)
+
+
 def _trim_summary(summary: str, limit: int = SUMMARY_MAX_CHARS) -> str:
     """Keep the last ``limit`` characters, dropping whole lines from the start."""
     lines = summary.split("\n")
@@ -260,6 +271,7 @@ class SessionStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self.purge_expired()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -353,6 +365,9 @@ class SessionStore:
         now = self.clock()
         session_id = secrets.token_urlsafe(18)
         with self._tx() as db:
+            # expired sessions (their questions, answers and memory) go as new ones come, not only
+            # when someone asks for them again
+            self._delete_expired(db, now)
             db.execute(
                 "INSERT INTO sessions (id, created_at, updated_at, expires_at, summary) VALUES (?, ?, ?, ?, '')",
                 (session_id, now, now, now + self.ttl_s),
@@ -449,11 +464,14 @@ class SessionStore:
             return self._session(db, fresh, now)
 
     def purge_expired(self) -> int:
-        """Delete every expired session; returns how many."""
-        now = self.clock()
+        """Delete every expired session; returns how many. Also done at every ``create()`` and when
+        the store opens."""
         with self._tx() as db:
-            ids = [r[0] for r in db.execute("SELECT id FROM sessions WHERE expires_at <= ?", (now,))]
-            self._delete(db, ids)
+            return self._delete_expired(db, self.clock())
+
+    def _delete_expired(self, db: sqlite3.Connection, now: float) -> int:
+        ids = [r[0] for r in db.execute("SELECT id FROM sessions WHERE expires_at <= ?", (now,))]
+        self._delete(db, ids)
         return len(ids)
 
     def close(self) -> None:

@@ -381,6 +381,25 @@ def test_llm_answers_are_checked_and_a_fabricated_citation_is_dropped(
     assert llm.requests[-1].body["response_format"]["type"] == "json_schema"
 
 
+def test_the_llm_hears_every_earlier_turn_of_a_session(llm_client: tuple[TestClient, FakeLLMServer]) -> None:
+    """It was told the running summary and the last two turns, and the summary only begins when a
+    turn leaves the six-turn window: turns 3 to 6 from the end were never shown to it."""
+    client, llm = llm_client
+    real = "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"
+    llm.handler = lambda body: {
+        "answer": f"Marfan syndrome features arachnodactyly [{real}].",
+        "citations": [real],
+        "confidence": 0.8,
+        "insufficient_evidence": False,
+    }
+    sid = client.post("/v1/sessions").json()["id"]
+    asked = [f"Which phenotypes are characteristic of Marfan syndrome, part {n}?" for n in range(1, 6)]
+    for question in asked:
+        _qa(client, question, session_id=sid)
+    prompt = "\n".join(m["content"] for m in llm.requests[-1].body["messages"])
+    assert [q for q in asked[:-1] if q in prompt] == asked[:-1]
+
+
 @pytest.mark.reliability
 def test_llm_failures_are_502_and_504(llm_client: tuple[TestClient, FakeLLMServer]) -> None:
     client, llm = llm_client

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from service.qa.sessions import (
     SessionError,
     SessionStore,
     Turn,
+    conversation_context,
     expand_query,
 )
 
@@ -106,6 +108,27 @@ def test_expiry_and_purge(store: SessionStore, clock: FakeClock) -> None:
     clock.advance(3600)
     assert store.purge_expired() == 1
     assert store.purge_expired() == 0
+
+
+def test_expired_sessions_are_deleted_without_being_asked_for(tmp_path: Path, clock: FakeClock) -> None:
+    """A session nobody asks for again must not keep its questions and memory in the file forever."""
+    path = tmp_path / "sessions.sqlite"
+
+    def rows() -> int:
+        with sqlite3.connect(path) as db:
+            return sum(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("sessions", "turns", "memory"))
+
+    with SessionStore(path, ttl_s=3600, half_life_s=100.0, clock=clock) as sessions:
+        old = sessions.create().id
+        sessions.record_turn(old, _turn("What causes Marfan syndrome?", [MARFAN]), LABELS)
+        clock.advance(7200)
+        sessions.create()  # a new session clears out the expired ones
+        assert rows() == 1
+        old = sessions.create().id
+        sessions.record_turn(old, _turn("q", [MARFAN]), LABELS)
+    clock.advance(7200)
+    SessionStore(path, ttl_s=3600, clock=clock).close()  # so does opening the store
+    assert rows() == 0
 
 
 @pytest.mark.parametrize("bad", ["", "short", "has space in it here!", "a/b" * 10, "x" * 65, "../../etc/passwd____"])
@@ -230,6 +253,21 @@ def test_record_turn_keeps_window_and_folds_summary(store: SessionStore, clock: 
     assert "PMID:333#s9" not in session.summary
     assert lines[1].startswith("Q: question 1 → A: Answer to question 1.")
     assert store.get(sid) == session
+
+
+def test_the_llm_is_told_of_every_turn(store: SessionStore, clock: FakeClock) -> None:
+    """Summary (turns out of the window), then a line for each older turn in the window, then the last
+    two in full: no turn between the summary and the last two is left out."""
+    sid = store.create().id
+    for i in range(1, 8):  # the window holds 3: turns 1-4 are in the summary, 5-7 in the window
+        clock.advance(5)
+        session = store.record_turn(sid, _turn(f"question {i}", at=clock.now), {})
+    context = conversation_context(session)
+    assert [n for n in range(1, 8) if f"question {n}" in context] == list(range(1, 8))
+    assert context.index("question 4") < context.index("question 5") < context.index("question 6")
+    assert "Q: question 7\nA: Answer to question 7. More detail [PMID:1#s1]." in context  # the last in full
+    assert "Q: question 5 → A: Answer to question 5." in context  # an older one as a summary line
+    assert conversation_context(store.create()) == ""
 
 
 def test_summary_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
