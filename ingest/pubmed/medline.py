@@ -40,7 +40,10 @@ class _Pending:
 
 
 class _LineTracker:
-    """The stream's lines, noting where each record starts and its author tags in order."""
+    """The stream's lines, noting where each record starts and its author tags in order. A line of
+    whitespace only is a blank line, the end of a record (Bio.Medline would read "  " as a tag and
+    merge two records), except a line of six spaces or more inside a record with a continuation line
+    right after it: a blank line inside a field, as Bio.Medline reads it."""
 
     def __init__(self, stream: IO[str]) -> None:
         self._stream = stream
@@ -49,26 +52,36 @@ class _LineTracker:
         self._open: _Pending | None = None
 
     def __iter__(self) -> Iterator[str]:
+        held: list[str] = []  # lines of whitespace only, waiting for the line after them
         for number, line in enumerate(self._stream, start=1):
-            if self._open is None and line.startswith("      "):
-                # Bio.Medline would add it to a field of a record that has none yet (KeyError) and stop.
-                if line.strip():  # a line of spaces only is a blank line
-                    self.orphans.append(number)
+            if not line.strip():
+                held.append(line)
                 continue
-            if line in ("\n", "\r\n"):
-                if self._open is not None:
-                    self.records.append(self._open)
-                    self._open = None
-            elif not line.startswith("      "):
+            continuation = line.startswith("      ")
+            if held:
+                if continuation and self._open is not None and all(h.startswith("      ") for h in held):
+                    yield from held
+                else:
+                    yield from self._end_record()
+                held = []
+            if continuation and self._open is None:
+                # Bio.Medline would add it to a field of a record that has none yet (KeyError) and stop.
+                self.orphans.append(number)
+                continue
+            if not continuation:
                 if self._open is None:
                     self._open = _Pending(line=number)
                 tag = line[:4].rstrip()
                 if tag in _AUTHOR_TAGS:
                     self._open.tags.append(tag)
             yield line
+        yield from self._end_record()
+
+    def _end_record(self) -> Iterator[str]:
         if self._open is not None:
             self.records.append(self._open)
             self._open = None
+        yield "\n"  # Bio.Medline's blank line
 
 
 def parse_medline(stream: IO[str], origin: str) -> Iterator[Article | Problem]:
@@ -110,10 +123,14 @@ def _clean(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
-def _list(record: dict[str, Any], tag: str) -> list[str]:
+def _values(record: dict[str, Any], tag: str) -> list[str]:
+    """The values of a tag, one per line, cleaned; empty ones kept (they stand for their line)."""
     value = record.get(tag) or []
-    values = [value] if isinstance(value, str) else value
-    return [c for c in (_clean(v) for v in values) if c]
+    return [_clean(v) for v in ([value] if isinstance(value, str) else value)]
+
+
+def _list(record: dict[str, Any], tag: str) -> list[str]:
+    return [v for v in _values(record, tag) if v]
 
 
 def _article(record: dict[str, Any], author_tags: list[str], where: str) -> Article:
@@ -195,8 +212,9 @@ def _split_short(short: str) -> dict[str, str]:
 
 def _authors(record: dict[str, Any], tags: list[str]) -> list[Author]:
     """Authors in file order. FAU opens an author, an AU right after it is that author's short form; CN is a
-    group author; AD and AUID belong to the author before them (to the first author if none came yet)."""
-    values = {tag: _list(record, tag) for tag in _AUTHOR_TAGS}
+    group author; AD and AUID belong to the author before them (to the first author if none came yet). A
+    line with an empty value is skipped (an empty FAU opens no author: its AU does)."""
+    values = {tag: _values(record, tag) for tag in _AUTHOR_TAGS}  # one per line, empty ones kept
     used = dict.fromkeys(_AUTHOR_TAGS, 0)
     authors: list[dict[str, Any]] = []
     orphans: list[str] = []  # AD lines before the first author (the old, one-affiliation layout)
@@ -204,9 +222,10 @@ def _authors(record: dict[str, Any], tags: list[str]) -> list[Author]:
     for tag in tags:
         index = used[tag]
         used[tag] += 1
-        if index >= len(values[tag]):
-            continue  # an empty value
-        value = values[tag][index]
+        value = values[tag][index] if index < len(values[tag]) else ""
+        if not value:
+            last_tag = ""
+            continue
         if tag == "FAU":
             authors.append({**_split_name(value), "affiliations": []})
         elif tag == "AU":

@@ -574,3 +574,41 @@ def test_a_byte_order_mark_loses_nothing(tmp_path: Path, packed: bool) -> None:
         "j.json": [("333", "x", f"{p['j.json']}:1"), ("444", "y", f"{p['j.json']}:1")],
         "l.jsonl": [("555", "x", f"{p['l.jsonl']}:1"), ("666", "y", f"{p['l.jsonl']}:2")],
     }
+
+
+@pytest.mark.parametrize("blank", ["  \n", "\t\n", "        \n", " \r\n"], ids=["spaces", "tab", "8 spaces", "crlf"])
+def test_medline_whitespace_only_line_ends_a_record(blank: str) -> None:
+    def record(pmid: int, author: str) -> str:
+        return f"PMID- {pmid}\nTI  - T{pmid}.\nFAU - {author}, X\nAU  - {author} X\nAD  - Aff{author}.\n"
+
+    text = record(1, "A") + blank + record(2, "B") + blank + blank + record(3, "C") + blank
+    records = list(parse_medline(io.StringIO(text), "t.txt"))
+    assert [(r.pmid, r.title, r.origin, [(a.last_name, a.affiliations) for a in r.authors]) for r in records] == [
+        ("1", "T1.", "t.txt:1", [("A", ["AffA."])]),
+        ("2", "T2.", "t.txt:7", [("B", ["AffB."])]),
+        ("3", "T3.", "t.txt:14", [("C", ["AffC."])]),
+    ]
+
+
+def test_medline_blank_line_inside_a_field_stays_in_it() -> None:
+    text = "PMID- 1\nAB  - First part.\n      \n      Second part.\nTI  - T.\n\nPMID- 2\nTI  - U.\n"
+    first, second = parse_medline(io.StringIO(text), "t.txt")
+    assert first.abstract == "First part. Second part." and first.title == "T."
+    assert (second.pmid, second.origin) == ("2", "t.txt:7")
+
+
+def test_medline_empty_author_values_shift_nothing() -> None:
+    text = (
+        "PMID- 5\n"
+        "FAU - Able, Ann\nAU  - Able A\nAD  - \n"  # an empty affiliation
+        "FAU - \nAU  - Baker B\nAD  - Dept B.\n"  # an empty full name: the short form opens the author
+        "FAU - Cole, Cy\nAU  - \nAD  - Dept C.\nAUID- ORCID: 0000-0002-1825-0097\n"
+        "CN  - \nFAU - Dunn, Di\nAU  - Dunn D\nAD  - Dept D.\n"
+    )
+    [paper] = parse_medline(io.StringIO(text), "t.txt")
+    assert [(a.last_name, a.initials, a.affiliations, a.orcid) for a in paper.authors] == [
+        ("Able", "A", [], None),
+        ("Baker", "B", ["Dept B."], None),
+        ("Cole", None, ["Dept C."], "0000-0002-1825-0097"),
+        ("Dunn", "D", ["Dept D."], None),
+    ]
