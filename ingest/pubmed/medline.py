@@ -18,7 +18,7 @@ from typing import IO, Any
 from Bio import Medline
 from pydantic import ValidationError
 
-from ingest.pubmed.model import Article, Author, MeshHeading, Section
+from ingest.pubmed.model import Article, Author, MeshHeading, Section, first_title
 from ingest.report import Problem
 
 __all__ = ["parse_medline", "split_structured_abstract"]
@@ -137,7 +137,7 @@ def _article(record: dict[str, Any], author_tags: list[str], where: str) -> Arti
     if "PMID" not in record:
         raise ValueError("no PMID line")
     book_title = _clean(record.get("BTI"))
-    title = _clean(record.get("TI")) or _clean(record.get("TT")) or book_title
+    title = first_title(_clean(record.get("TI")), _clean(record.get("TT")), book_title)
     pub_types = _list(record, "PT")
     languages = _list(record, "LA")
     year_match = _YEAR.search(_clean(record.get("DP")))
@@ -154,7 +154,8 @@ def _article(record: dict[str, Any], author_tags: list[str], where: str) -> Arti
         doi=_doi(_list(record, "LID") + _list(record, "AID")),
         publication_types=pub_types,
         language=languages[0].lower() if languages else None,
-        retracted=any(t.lower() == "retracted publication" for t in pub_types) or bool(_list(record, "RIN")),
+        retracted=any(t.lower() == "retracted publication" for t in pub_types)
+        or bool(_list(record, "RIN") or _list(record, "RRI")),  # retraction in; retracted and republished in
         retraction_of=list(dict.fromkeys(m for r in _list(record, "ROF") for m in _PMID_REF.findall(r))),
         origin=where,
     )

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
+
+_NOT_AVAILABLE = re.compile(r"^\[\s*not available\s*\]\.?$", re.IGNORECASE)
+
+
+def first_title(*candidates: str) -> str:
+    """The first real title among ``candidates`` (article title, vernacular title, book title): PubMed's
+    placeholder "[Not Available]." gives way to the next one, and stays only when no other is given."""
+    given = [c for c in candidates if c]
+    return next((c for c in given if not _NOT_AVAILABLE.match(c.strip())), given[0] if given else "")
 
 
 class Section(BaseModel):

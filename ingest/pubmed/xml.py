@@ -21,7 +21,7 @@ from typing import IO
 from lxml import etree
 from pydantic import ValidationError
 
-from ingest.pubmed.model import Article, Author, Deletion, MeshHeading, Section
+from ingest.pubmed.model import Article, Author, Deletion, MeshHeading, Section, first_title
 from ingest.report import Problem
 
 __all__ = ["parse_pubmed_xml", "RECORD_TAGS", "SET_TAGS"]
@@ -29,6 +29,7 @@ __all__ = ["parse_pubmed_xml", "RECORD_TAGS", "SET_TAGS"]
 RECORD_TAGS = ("PubmedArticle", "PubmedBookArticle", "DeleteCitation", "DeleteDocument")
 SET_TAGS = ("PubmedArticleSet", "PubmedBookArticleSet")
 RETRACTED_TYPE = "retracted publication"
+RETRACTED_IN = ("RetractionIn", "RetractedandRepublishedIn")  # comments that say this record is retracted
 
 _YEAR = re.compile(r"\b(1[5-9]\d\d|2\d\d\d)\b")
 _ORCID = re.compile(r"(\d{4}-?\d{4}-?\d{4}-?\d{3}[\dX])", re.IGNORECASE)
@@ -178,7 +179,7 @@ def _article(elem: Element, where: str) -> Article:
     article_affiliation = _text(art.find("Affiliation"))  # DTDs before 2014: the first author's affiliation
     if article_affiliation and authors and not authors[0].affiliations:
         authors[0].affiliations.append(article_affiliation)
-    title = _text(art.find("ArticleTitle")) or _text(art.find("VernacularTitle"))
+    title = first_title(_text(art.find("ArticleTitle")), _text(art.find("VernacularTitle")))
     return Article(
         pmid=_pmid(citation.find("PMID")),
         title=title,
@@ -203,7 +204,7 @@ def _book(elem: Element, where: str) -> Article:
         raise ValueError("no BookDocument")
     book = doc.find("Book")
     book_title = _text(book.find("BookTitle")) if book is not None else ""
-    title = _text(doc.find("ArticleTitle")) or _text(doc.find("VernacularTitle")) or book_title
+    title = first_title(_text(doc.find("ArticleTitle")), _text(doc.find("VernacularTitle")), book_title)
     pub_types = _texts(doc.iterfind("PublicationType"))
     comments = doc.findall("CommentsCorrectionsList/CommentsCorrections")
     year = None
@@ -383,7 +384,7 @@ def _language(container: Element) -> str | None:
 
 def _retracted(pub_types: list[str], comments: list[Element]) -> bool:
     return any(t.lower() == RETRACTED_TYPE for t in pub_types) or any(
-        c.get("RefType") == "RetractionIn" for c in comments
+        c.get("RefType") in RETRACTED_IN for c in comments
     )
 
 

@@ -612,3 +612,31 @@ def test_medline_empty_author_values_shift_nothing() -> None:
         ("Cole", None, ["Dept C."], "0000-0002-1825-0097"),
         ("Dunn", "D", ["Dept D."], None),
     ]
+
+
+def test_retracted_and_republished_and_not_available_titles() -> None:
+    def xml(pmid: int, title: str, extra: str = "", comment: str = "") -> str:
+        comments = f"<CommentsCorrectionsList>{comment}</CommentsCorrectionsList>" if comment else ""
+        return (
+            f"<PubmedArticle><MedlineCitation><PMID>{pmid}</PMID><Article><ArticleTitle>{title}</ArticleTitle>"
+            f"{extra}</Article>{comments}</MedlineCitation></PubmedArticle>"
+        )
+
+    republished = '<CommentsCorrections RefType="RetractedandRepublishedIn"><PMID>9</PMID></CommentsCorrections>'
+    text = (
+        "<PubmedArticleSet>"
+        + xml(1, "[Not Available].", "<VernacularTitle>Étude de cas.</VernacularTitle>", republished)
+        + xml(2, "[Not Available].")
+        + "</PubmedArticleSet>"
+    )
+    first, second = parse_pubmed_xml(io.BytesIO(text.encode()), "x.xml")
+    assert (first.title, first.retracted) == ("Étude de cas.", True)
+    assert (second.title, second.retracted) == ("[Not Available].", False)  # nothing better to show
+
+    medline = (
+        "PMID- 3\nTI  - [Not Available].\nTT  - Estudio de caso.\nRRI - Lancet. 2020;1:2. PMID: 9\n\n"
+        "PMID- 4\nTI  - A title.\nTT  - Un titre.\n"
+    )
+    third, fourth = parse_medline(io.StringIO(medline), "m.txt")
+    assert (third.title, third.retracted) == ("Estudio de caso.", True)
+    assert (fourth.title, fourth.retracted) == ("A title.", False)
