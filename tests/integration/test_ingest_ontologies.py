@@ -162,3 +162,16 @@ def test_hetionet_nodes_through_the_bundled_mapping(store: BaseGraphStore) -> No
     }  # fmt: skip
     assert store.get_entity("Gene::4313").name == "MMP2"  # type: ignore[union-attr]
     assert store.get_entity("Compound::DB00945").id == "DRUGBANK:DB00945"  # type: ignore[union-attr]
+
+
+def test_equal_frequencies_of_different_annotation_lines_all_count(store: BaseGraphStore, tmp_path: Path) -> None:
+    """OMIM:614931 HP:0008404 has three lines: 3/3 (PMID:23063621), 1/1 and 3/3 (PMID:28403827): seven
+    patients of seven, not the four left when the equal "3/3" values collapse."""
+    from kg.differential import frequency_evidence
+
+    data = hpo_subset(tmp_path, {"OMIM:614931"})
+    report = ingest(store, hpo_items(data, genes=False), "hpo", progress=False, link=False)
+    assert report.problem_count == 0
+    (edge,) = [r for r in store.relations(subject="OMIM:614931", object="HP:0008404") if r.type == "HAS_PHENOTYPE"]
+    assert edge.evidence["frequency"] == ["1/1", "3/3", "3/3"]
+    assert frequency_evidence(edge.evidence["frequency"]) == (7, 7)

@@ -295,3 +295,13 @@ def test_a_newer_hpo_release_with_problems_ends_no_older_release(store: BaseGrap
     # the whole file loaded again ends them
     whole = ingest(store, hpo_items(release("2025-01-02"), genes=False), "hpo", progress=False, link=False)
     assert whole.problem_count == 0 and set(store.current_sources()) == {"hpo:2025-01-02"}
+
+
+def test_an_undated_release_is_never_newer_than_a_dated_one(store: BaseGraphStore, tmp_path: Path) -> None:
+    undated, dated = tmp_path / "undated.obo", tmp_path / "dated.obo"
+    undated.write_text(V1.replace("ontology: doid", "data-version: doid/releases/latest\nontology: doid"))
+    dated.write_text(V2.replace("ontology: doid", "data-version: doid/releases/2025-06-01\nontology: doid"))
+    ingest(store, obo_items(undated, source="doid", replace=True), "doid", progress=False)
+    assert set(store.current_sources()) == {"doid:latest"}
+    report = ingest(store, obo_items(dated, source="doid", replace=True), "doid", progress=False)  # not refused
+    assert report.problem_count == 0 and store.current_sources()["doid:2025-06-01"] == 2
