@@ -67,7 +67,8 @@ class OboTerm:
 
 
 def _strip_comment(value: str) -> str:
-    """Drop a trailing ``! comment`` and ``{modifiers}`` outside quotes."""
+    """Drop a trailing ``! comment`` outside quotes, and trailing ``{modifiers}`` (set off by whitespace:
+    ``tris{2-aminoethyl}`` is a name, not a name and a modifier) of an unquoted value."""
     in_quote = escaped = False
     for i, ch in enumerate(value):
         if escaped:
@@ -80,21 +81,37 @@ def _strip_comment(value: str) -> str:
             value = value[:i]
             break
     value = value.strip()
-    if value.endswith("}") and "{" in value and not value.startswith('"'):
-        value = value[: value.rindex("{")].strip()
+    if value.endswith("}") and not value.startswith('"'):
+        start = value.rfind("{")
+        if start > 0 and value[start - 1].isspace():
+            value = value[:start].strip()
     return value
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "W": " "}  # OBO's escapes; any other escaped character is itself
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), text)
 
 
 def _unquote(value: str) -> tuple[str, str] | None:
     m = _QUOTED.match(value)
     if not m:
         return None
-    text = re.sub(r"\\(.)", r"\1", m.group(1))
-    return text, m.group(2)
+    return _unescape(m.group(1)), m.group(2)
+
+
+def _stanza_header(line: str) -> str | None:
+    """``[Term]`` of a stanza line (stripped), also with a trailing ``! comment``; None for another line."""
+    head = line.split("!", 1)[0].strip() if line.startswith("[") else ""
+    return head if head.startswith("[") and head.endswith("]") else None
 
 
 def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
-    """Return the header and an iterator of terms (``[Term]`` stanzas) and problems, streaming."""
+    """Return the header and an iterator of problems and terms (``[Term]`` stanzas), read as it goes.
+    A term whose stanzas are several (OBO allows it) is one term, its tags gathered from all of them:
+    so problems come as they are found, and the terms once the file is read."""
     path = Path(path)
     handle = open_text(path)
     header = OboHeader()
@@ -106,7 +123,7 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
         for lineno, raw in lines:
             line = raw.strip()
             if line.startswith("["):
-                pending = (lineno, line)
+                pending = (lineno, _stanza_header(line) or line)
                 break
             if ":" in line:
                 tag, _, value = line.partition(":")
@@ -129,9 +146,9 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
                 return
             start, kind = pending
             tags: list[tuple[int, str, str]] = []
-            seen: dict[str, int] = {}  # term id -> the line of its first stanza
+            terms: dict[str, OboTerm] = {}  # by id, in the order of their first stanzas
 
-            def finish() -> Iterator[OboTerm | Problem]:
+            def finish() -> Iterator[Problem]:
                 if kind != "[Term]":
                     return
                 ids = [(lineno, value) for lineno, tag, value in tags if tag == "id"]
@@ -140,16 +157,16 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
                     return
                 for lineno, other in ids[1:]:
                     yield Problem(file=str(path), line=lineno, message=f"{ids[0][1]}: a second id {other!r}: ignored")
-                first = seen.setdefault(ids[0][1], start)
-                if first != start:  # OBO allows it (the stanzas are one term), but it is usually a slip
-                    message = f"{ids[0][1]}: a second stanza of the term (the first at line {first}): merged"
+                term = terms.get(ids[0][1])
+                if term is not None:  # OBO allows it (the stanzas are one term), but it is usually a slip
+                    message = f"{term.id}: a second stanza of the term (the first at line {term.line}): merged"
                     yield Problem(file=str(path), line=start, message=message)
-                term = OboTerm(id=ids[0][1], line=start)
+                else:
+                    term = terms[ids[0][1]] = OboTerm(id=ids[0][1], line=start)
                 for lineno, tag, value in tags:
                     problem = _apply(term, tag, value) if tag != "id" else None
                     if problem:
                         yield Problem(file=str(path), line=lineno, message=f"{term.id}: {problem}")
-                yield term
 
             lineno = start
             try:
@@ -157,9 +174,9 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
                     line = raw.strip()
                     if not line or line.startswith("!"):
                         continue
-                    if line.startswith("[") and line.endswith("]"):
+                    if stanza := _stanza_header(line):
                         yield from finish()
-                        kind, start, tags = line, lineno, []
+                        kind, start, tags = stanza, lineno, []
                         continue
                     if kind != "[Term]":
                         continue
@@ -171,8 +188,10 @@ def read_obo(path: str | Path) -> tuple[OboHeader, Iterator[OboTerm | Problem]]:
                     tags.append((lineno, tag, _strip_comment(value.strip())))
             except (OSError, EOFError) as exc:  # a truncated or damaged gzip file: the stanza being read is dropped
                 yield _unreadable(path, lineno, exc)
+                yield from terms.values()
                 return
             yield from finish()
+            yield from terms.values()
         finally:
             handle.close()
 
@@ -186,11 +205,15 @@ def _unreadable(path: Path, lineno: int, exc: BaseException) -> Problem:
 def _apply(term: OboTerm, tag: str, value: str) -> str | None:
     """Set one tag on ``term``; return a problem description for a value that cannot be read."""
     if tag == "name":
-        term.name = value
+        if term.name is not None and term.name != _unescape(value):
+            return f"a second name {value!r}: ignored"
+        term.name = _unescape(value)
     elif tag == "def":
         parsed = _unquote(value)
         if parsed is None:
             return "def is not a quoted string: ignored"
+        if term.definition is not None and term.definition != parsed[0]:
+            return "a second def: ignored"
         term.definition = parsed[0]
     elif tag == "synonym":
         parsed = _unquote(value)
@@ -211,7 +234,7 @@ def _apply(term: OboTerm, tag: str, value: str) -> str | None:
             return f"relationship without a target: {value!r}"
         term.relationships.append((parts[0], parts[1]))
     elif tag == "is_obsolete":
-        term.obsolete = value.lower() == "true"
+        term.obsolete = term.obsolete or value.lower() == "true"
     elif tag == "replaced_by":
         term.replaced_by.append(value)
     elif tag == "consider":

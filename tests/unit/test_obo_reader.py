@@ -115,5 +115,49 @@ def test_a_second_stanza_of_a_term_and_a_second_id_are_reported(tmp_path: Path) 
     assert problems == [
         (9, "DOID:2: a second id 'DOID:6': ignored"),
         (12, "DOID:1: a second stanza of the term (the first at line 3): merged"),
+        (14, "DOID:1: a second name 'one again': ignored"),
     ]
-    assert [e.name for e in found if isinstance(e, Entity)] == ["one", "two", "one again"]
+    assert [e.name for e in found if isinstance(e, Entity)] == ["one", "two"]
+
+
+def test_a_term_split_over_two_stanzas_is_one_term(tmp_path: Path) -> None:
+    path = tmp_path / "split.obo"
+    path.write_text(
+        'format-version: 1.2\n\n[Term]\nid: DOID:1\nname: disease one\ndef: "A disease." []\n\n'
+        "[Term]\nid: DOID:2\nname: two\n\n[Term]\nid: DOID:1\nxref: MESH:D000001\nis_a: DOID:2\n"
+    )
+    found = list(obo_items(path, source="doid"))
+    entities = [e for e in found if isinstance(e, Entity)]
+    assert [(e.id, e.name) for e in entities] == [("DOID:1", "disease one"), ("DOID:2", "two")]
+    assert entities[0].description == "A disease." and entities[0].xrefs == ["MESH:D000001"]
+    assert sum(n for what, n in (i for i in found if isinstance(i, tuple)) if what == "terms") == 2
+    assert [(r.subject, r.object) for r in found if isinstance(r, Relation)] == [("DOID:1", "DOID:2")]
+
+
+def test_values_keep_their_braces_and_escapes(tmp_path: Path) -> None:
+    path = tmp_path / "escapes.obo"
+    path.write_text(
+        "format-version: 1.2\n\n"
+        "[Term]\nid: CHEBI:1\nname: tris{2-aminoethyl}amine\n\n"
+        "[Term]\nid: CHEBI:2\nname: tris{2-aminoethyl}\n\n"
+        '[Term]\nid: CHEBI:3\nname: Rh{null} {source="x"}\ndef: "line one\\nline\\ttwo\\Wthree \\"q\\"" []\n\n'
+        "[Term]\nid: CHEBI:4\nname: wow\\! yes ! a comment\n"
+    )
+    _, stream = read_obo(path)
+    terms = {t.id: t for t in stream if not isinstance(t, Problem)}
+    assert terms["CHEBI:1"].name == "tris{2-aminoethyl}amine"
+    assert terms["CHEBI:2"].name == "tris{2-aminoethyl}"  # a brace set off by no space is no modifier
+    assert terms["CHEBI:3"].name == "Rh{null}"
+    assert terms["CHEBI:3"].definition == 'line one\nline\ttwo three "q"'
+    assert terms["CHEBI:4"].name == "wow! yes"
+
+
+def test_a_stanza_line_may_carry_a_comment(tmp_path: Path) -> None:
+    path = tmp_path / "comment.obo"
+    path.write_text(
+        "format-version: 1.2\n\n[Term] ! the first\nid: HP:0000001\nname: All\n\n"
+        "[Typedef] ! not a term\nid: part_of\nname: part of\n\n[Term] ! another\nid: HP:0000002\nname: x\n"
+    )
+    _, stream = read_obo(path)
+    found = list(stream)
+    assert [(t.id, t.name) for t in found] == [("HP:0000001", "All"), ("HP:0000002", "x")]
