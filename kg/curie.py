@@ -101,6 +101,11 @@ _BARE_DRUGBANK = re.compile(r"^DB\d{5}$", re.IGNORECASE)
 _UNDERSCORE_FORM = re.compile(r"^(Orphanet|HP|DOID|MONDO|UBERON|GO|CHEBI)_(\S+)$", re.IGNORECASE)
 _FRAGMENT = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 _PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
+# SNOMED CT with an edition or release in its prefix (UMLS, DO): SNOMED_CT, SNOMEDCT_US_2025_09_01,
+# SNOMEDCT_2010_1_31: one code system, one prefix.
+_SNOMED_PREFIX = re.compile(r"^snomed(?:[_-]?ct)?(?:_us)?(?:_\d{4}_\d{1,2}_\d{1,2})?$", re.IGNORECASE)
+# Orphanet's own spellings of its number inside a local part: Orphanet_558, ORPHA558 (Orphanet:ORPHA558).
+_ORPHA_LOCAL = re.compile(r"^(?:orphanet_|orpha)", re.IGNORECASE)
 
 
 def curie_prefix(curie: str) -> str:
@@ -112,6 +117,8 @@ def _canonical_prefix(prefix: str) -> str:
     alias = _PREFIX_ALIASES.get(prefix.lower())
     if alias:
         return alias
+    if _SNOMED_PREFIX.match(prefix):
+        return "SNOMEDCT"
     if not _PREFIX_RE.match(prefix):
         raise CurieError(f"invalid CURIE prefix {prefix!r}")
     return prefix.upper()
@@ -125,8 +132,8 @@ def _canonical_local(prefix: str, local: str, original: str) -> str:
         raise CurieError(f"identifier {original!r} holds '|': one id per value")
     if prefix in _NUMERIC_LOCAL:
         digits = local.lstrip("#%+*^")
-        if prefix == "ORPHA" and digits.lower().startswith("orphanet_"):
-            digits = digits[len("orphanet_") :]
+        if prefix == "ORPHA":
+            digits = _ORPHA_LOCAL.sub("", digits)
         if not (digits.isascii() and digits.isdigit()):  # "１５４７００" (full-width) is not one of them
             raise CurieError(f"identifier {original!r}: {prefix} ids are numeric")
         return digits

@@ -40,6 +40,11 @@ from kg.curie import CurieError, curie_prefix, normalize_curie, try_normalize_cu
         ("pubmed:31675180", "PMID:31675180"),
         ("DECIPHER:1", "DECIPHER:1"),
         ("SNOMEDCT_US:22298006", "SNOMEDCT:22298006"),
+        ("SNOMEDCT_US_2025_09_01:22298006", "SNOMEDCT:22298006"),  # versioned prefixes (DO's xrefs)
+        ("SNOMEDCT_2010_1_31:22298006", "SNOMEDCT:22298006"),
+        ("SNOMED_CT:22298006", "SNOMEDCT:22298006"),
+        ("Orphanet:ORPHA2608", "ORPHA:2608"),
+        ("ORPHA:ORPHA2608", "ORPHA:2608"),
         ("ICD-10:I21.9", "ICD10CM:I21.9"),
     ],
 )
