@@ -177,7 +177,7 @@ def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Ite
         for first in rows:
             if isinstance(first, Problem):
                 raise MappingError(f"{path}: the header cannot be read: {first.message}")
-            fieldnames = first[1]
+            fieldnames = _trim([f.strip() for f in first[1]])  # "name \t" and a trailing tab are "name"
             break
         needed = {v.column for spec in [*mapping.nodes, *mapping.edges] for v in _values(spec) if v.column}
         needed |= {c for e in mapping.edges for c in e.evidence}
@@ -192,6 +192,10 @@ def edge_items(path: str | Path, mapping: Mapping, replace: bool = False) -> Ite
                 yield item
                 continue
             lineno, values = item
+            if not any(v.strip() for v in values):  # a line of white space: nothing to read
+                continue
+            if len(values) > len(fieldnames):  # empty fields after the last column: a trailing tab
+                values = values[: len(fieldnames)] + _trim(values[len(fieldnames) :])
             if len(values) != len(fieldnames):
                 yield Problem(file=str(path), line=lineno, message="wrong number of columns: row skipped")
                 continue
@@ -290,6 +294,14 @@ def _read_rows(handle: Iterator[str], delimiter: str, path: Path) -> Iterator[tu
             if fields:
                 width = len(fields) if width is None else width
                 yield number, fields
+
+
+def _trim(fields: list[str]) -> list[str]:
+    """``fields`` without the empty (or white space) fields at its end."""
+    end = len(fields)
+    while end and not fields[end - 1].strip():
+        end -= 1
+    return fields[:end]
 
 
 def _values(spec: NodeSpec | EdgeSpec) -> list[Value]:

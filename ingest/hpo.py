@@ -289,7 +289,7 @@ def _gene_items(path: Path, source: str) -> Iterator[Item]:
                 yield Problem(file=str(path), line=lineno, message=str(exc))
                 continue
             yield ("gene-phenotype lines", 1)
-            genes.setdefault(gene, symbol)
+            genes.setdefault(gene, symbol.strip())
             fields = gene_pheno[(gene, term)]
             if disease:
                 fields["diseases"].add(disease)
@@ -297,7 +297,12 @@ def _gene_items(path: Path, source: str) -> Iterator[Item]:
             if frequency and frequency != "-":
                 fields["frequency"].add(frequency)
     for gene, symbol in genes.items():
-        yield Entity(id=gene, name=symbol or gene, category="Gene", sources=[source])
+        if not symbol:  # a blank symbol: the gene is named by its id, its associations still load
+            yield ("genes without a symbol (named by their id)", 1)
+        try:
+            yield Entity(id=gene, name=symbol or gene, category="Gene", sources=[source])
+        except ValidationError as exc:
+            yield Problem(file=str(path), message=f"{gene}: {exc.errors()[0]['msg']}")
     yield ("genes", len(genes))
     for (gene, term), fields in gene_pheno.items():
         evidence = {k: _split(v) for k, v in fields.items() if v}
