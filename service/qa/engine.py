@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from multimodal.dicom import DicomImage
 
 __all__ = ["QAEngine", "QAOptions", "QAResponse", "UnknownSession", "LLMError"]
+
+log = logging.getLogger("medkg.qa")
 
 RequestedMode = Literal["auto", "extractive", "llm"]
 
@@ -328,7 +331,8 @@ class QAEngine:
         image_id: str | None = None,
     ) -> Iterator[tuple[str, Any]]:
         """Events ``("retrieval", {...})``, ``("delta", "text")``... then ``("answer", QAResponse)``;
-        an LLM failure after streaming began is ``("error", {"status", "detail"})``."""
+        any failure after streaming began (the LLM, the session expiring meanwhile, a fault) is
+        ``("error", {"status", "detail"})``."""
         options = options or QAOptions()
         started = time.perf_counter()
         mode = self._mode(options.mode)
@@ -341,26 +345,36 @@ class QAEngine:
                 "evidence_ids": [i.id for i in retrieval.bundle],
             },
         )
-        t = time.perf_counter()
-        answer: Answer | None = None
-        if mode == "llm":
-            assert self.llm is not None
-            try:
+        # once the first event is out the HTTP status is sent: every failure from here on must be an
+        # "error" event, or the client sees the stream stop with neither an answer nor a reason
+        try:
+            t = time.perf_counter()
+            answer: Answer | None = None
+            if mode == "llm":
+                assert self.llm is not None
                 for piece in self.llm.stream(question, retrieval.bundle, conversation):
                     if isinstance(piece, Answer):
                         answer = piece
                     else:
                         yield "delta", piece
-            except LLMError as exc:
-                yield "error", {"status": exc.status, "detail": str(exc)}
-                return
-        else:
-            answer = self.composer.compose(retrieval.query, retrieval.bundle)
-            for i, sentence in enumerate(_sentences(answer.text)):
-                yield "delta", ("" if i == 0 else " ") + sentence
-        assert answer is not None
-        timings["answer"] = time.perf_counter() - t
-        yield "answer", self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
+            else:
+                answer = self.composer.compose(retrieval.query, retrieval.bundle)
+                for i, sentence in enumerate(_sentences(answer.text)):
+                    yield "delta", ("" if i == 0 else " ") + sentence
+            assert answer is not None
+            timings["answer"] = time.perf_counter() - t
+            response = self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
+        except LLMError as exc:
+            yield "error", {"status": exc.status, "detail": str(exc)}
+            return
+        except UnknownSession:
+            yield "error", {"status": 404, "detail": f"the session {session_id!r} expired while answering"}
+            return
+        except Exception:
+            log.exception("streamed answer failed")
+            yield "error", {"status": 500, "detail": "internal error"}
+            return
+        yield "answer", response
 
 
 def _sentences(text: str) -> list[str]:

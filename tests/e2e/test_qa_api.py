@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -436,3 +437,28 @@ def test_llm_answers_stream(llm_client: tuple[TestClient, FakeLLMServer]) -> Non
     final = events[-1][1]
     assert events[-1][0] == "answer" and final["dropped_citations"] == ["KG:MADE-UP-ID"]
     assert final["answer"] == f'Valproic acid treats epilepsy [{fact}] and "cures" it.'
+
+
+def test_a_session_that_expires_while_streaming_ends_with_an_error_event(
+    llm_client: tuple[TestClient, FakeLLMServer],
+) -> None:
+    """The 200 and the first events are out before the answer is recorded in the session: if the
+    session expired meanwhile, the stream must say so, not just stop."""
+    client, llm = llm_client
+    sessions = client.app.state.container.sessions
+    sid = client.post("/v1/sessions").json()["id"]
+    real = "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"
+
+    def answer_slowly(body: dict) -> dict:  # the session's time runs out while the LLM answers
+        sessions.clock = lambda: time.time() + 10 * sessions.ttl_s
+        return {"answer": f"Arachnodactyly [{real}].", "citations": [real], "confidence": 0.8}
+
+    llm.handler = answer_slowly
+    question = {"question": "Which phenotypes are characteristic of Marfan syndrome?", "session_id": sid}
+    try:
+        with client.stream("POST", "/v1/qa", json={**question, "stream": True}) as r:
+            assert r.status_code == 200
+            events = [m.group(1) for m in re.finditer(r"event: (\w+)\ndata: (.*)\n\n", r.read().decode())]
+    finally:
+        sessions.clock = time.time
+    assert events[0] == "retrieval" and events[-1] == "error" and "answer" not in events
