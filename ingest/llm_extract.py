@@ -224,6 +224,7 @@ class TripleExtractor:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.relation_types = frozenset(relation_types)
+        self.entity_types = frozenset(entity_types)
         # The client retries timeouts, connection errors, 408/409/429 and 5xx with backoff.
         self.client = openai.OpenAI(
             base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=max_retries
@@ -270,7 +271,9 @@ class TripleExtractor:
         return self.parse(message.content, passage_id)
 
     def parse(self, content: str, passage_id: str) -> Extraction:
-        """Validate a reply: unknown relation types and relations between unlisted entities are dropped."""
+        """Validate a reply: unknown relation types, entities of a type not asked for (the schema's enum
+        is all that holds a server to the types, and many ignore it) and relations between unlisted
+        entities are dropped, the relations with a reason."""
         fenced = _FENCE.match(content.strip())
         try:
             raw = Extraction.model_validate_json(fenced.group(1) if fenced else content)
@@ -283,13 +286,22 @@ class TripleExtractor:
             message = f"the LLM reply does not match the extraction schema: {problems}"
             raise ExtractionError(message, passage_id) from None
         entities: dict[str, ExtractedEntity] = {}
+        off_type: dict[str, str] = {}  # name key -> a type not asked for
         for entity in raw.entities:
-            entities.setdefault(name_key(entity.name), entity)
+            if entity.type in self.entity_types:
+                entities.setdefault(name_key(entity.name), entity)
+            else:
+                off_type.setdefault(name_key(entity.name), entity.type)
         relations, dropped = [], []
         for rel in raw.relations:
             reason = None
+            ends = (("subject", rel.subject), ("object", rel.object))
+            wrong = [(role, name) for role, name in ends if name_key(name) in off_type.keys() - entities.keys()]
             if rel.type not in self.relation_types:
                 reason = f"unknown relation type {rel.type!r}"
+            elif wrong:
+                role, name = wrong[0]
+                reason = f"{role} {name!r} is of type {off_type[name_key(name)]!r}, not one of the entity types"
             elif name_key(rel.subject) not in entities:
                 reason = f"subject {rel.subject!r} is not among the extracted entities"
             elif name_key(rel.object) not in entities:

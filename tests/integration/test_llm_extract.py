@@ -292,3 +292,30 @@ def test_reply_details(llm: FakeLLMServer) -> None:
         assert definition["required"] == list(definition["properties"])
     assert schema["$defs"]["ExtractedRelation"]["properties"]["type"]["enum"] == list(RELATION_TYPES)
     assert "{" not in SYSTEM_PROMPT.format(entity_types="A", relation_types="B")
+
+
+def test_entities_of_a_type_not_asked_for_are_dropped(llm: FakeLLMServer) -> None:
+    """The schema's enum holds the server to the entity types only if it honours strict mode: a person
+    named in a passage must not become a graph entity, nor "sAmE aS!!" a category."""
+    reply = {
+        "entities": [
+            {"name": "Escherichia coli", "type": "Organism", "description": "", "id": None},
+            {"name": "urinary tract infection", "type": "Disease", "description": "", "id": None},
+            {"name": "Dr Bob Smith", "type": "Person", "description": "", "id": None},
+            {"name": "UTI", "type": "sAmE aS!!", "description": "", "id": None},
+        ],
+        "relations": [
+            {"subject": "Escherichia coli", "type": "CAUSES", "object": "urinary tract infection"},
+            {"subject": "Dr Bob Smith", "type": "TREATS", "object": "urinary tract infection"},
+        ],
+    }
+    for relation in reply["relations"]:
+        relation.update(negated=False, confidence=0.9)
+    llm.enqueue(Reply(content=json.dumps(reply)))
+    out = extractor_for(llm).extract("E. coli causes UTI; Dr Bob Smith treated it.", P1)
+    assert [(e.name, e.type) for e in out.entities] == [("urinary tract infection", "Disease")]
+    assert out.relations == []
+    assert [d.reason for d in out.dropped] == [
+        "subject 'Escherichia coli' is of type 'Organism', not one of the entity types",
+        "subject 'Dr Bob Smith' is of type 'Person', not one of the entity types",
+    ]
