@@ -172,6 +172,12 @@ def restore(settings: Settings, src: Path, force: bool = False) -> dict:
                 meta = _unpack(tar, staging, src)
         except (OSError, EOFError, tarfile.TarError, zlib.error) as exc:
             raise BackupError(f"{src}: not a medkg backup, or truncated or damaged ({exc})") from None
+        if meta.get("backend") != settings.graph_backend.value:
+            # its indexes and sessions name entities of a graph that this deployment does not read
+            raise BackupError(
+                f"{src} was taken with the {meta.get('backend')!r} graph backend and this deployment uses "
+                f"{settings.graph_backend.value!r}: set MEDKG_GRAPH_BACKEND={meta.get('backend')} to restore it"
+            )
         kept = None
         if data.exists():
             kept = data.with_name(f"{data.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -89,6 +89,14 @@ def test_restore_refuses_hostile_or_damaged_archives(tmp_path: Path) -> None:
     (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
     with pytest.raises(BackupError, match="not a medkg backup"):
         restore(_settings(tmp_path / "d3"), tmp_path / "junk.tar.gz")
+    # an archive of a Neo4j deployment holds no graph: restored into the embedded default, its
+    # indexes and sessions would name entities of an empty graph
+    other = tmp_path / "neo4j.tar.gz"
+    manifest = {"format": 1, "backend": "neo4j", "graph_included": False, "files": {"a.txt": digest}}
+    _archive(other, {"data/a.txt": b"x"}, json.dumps(manifest).encode())
+    with pytest.raises(BackupError, match="MEDKG_GRAPH_BACKEND=neo4j"):
+        restore(_settings(tmp_path / "d4"), other)
+    assert not (tmp_path / "d4").exists()
 
 
 def test_cli_backup_restore(tmp_path: Path) -> None:
