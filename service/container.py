@@ -22,6 +22,8 @@ from kg.settings import GraphBackend, Settings, load_settings
 from kg.text_index import TextIndex
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
     from ingest.reports import ReportStore
@@ -155,15 +157,17 @@ class Container:
     @cached_property
     def phenotype_index(self) -> PhenotypeIndex:
         """Built from the graph's HPO annotations (~30 s for all of HPO) and cached in the data dir
-        until the graph's counts change. A cache that cannot be loaded (damaged, written by another
-        version, or naming anything but the index's own classes and numpy arrays) is rebuilt."""
+        until the graph's counts change (a load that updates edges in place, which leaves the counts
+        as they were, calls :meth:`forget_phenotype_cache`). A cache that cannot be loaded (damaged,
+        written by another version, or naming anything but the index's own classes and numpy arrays)
+        is rebuilt."""
 
         stats = self.graph.stats()
         stamp = (
             f"v{PhenotypeIndex.CACHE_VERSION}:{stats.backend}:{stats.entities}:{stats.relations}:"
             f"{stats.invalidated_relations}"
         )
-        path = self.settings.data_dir / "indexes" / "phenotypes.pkl"
+        path = self._phenotype_cache
         if path.exists():
             try:
                 with path.open("rb") as f:
@@ -181,6 +185,15 @@ class Container:
             pickle.dump({"stamp": stamp, "index": index}, f, protocol=pickle.HIGHEST_PROTOCOL)
         tmp.replace(path)
         return index
+
+    @property
+    def _phenotype_cache(self) -> Path:
+        return self.settings.data_dir / "indexes" / "phenotypes.pkl"
+
+    def forget_phenotype_cache(self) -> None:
+        """Drop the cached phenotype index (and this container's copy): the next use rebuilds it."""
+        self._phenotype_cache.unlink(missing_ok=True)
+        self.__dict__.pop("phenotype_index", None)
 
     @cached_property
     def retriever(self) -> Retriever:

@@ -56,6 +56,8 @@ def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress:
     except OlderRelease as exc:
         raise fail(str(exc)) from None
     render(report)
+    if report.relations.updated:  # evidence changed in place (frequencies...): the counts did not move
+        c.forget_phenotype_cache()
     documents = c.text_index.document_count() if report.entities.added or report.entities.updated else 0
     if documents:
         out.print(
@@ -158,7 +160,7 @@ def ingest_edges(
 
     with container() as c:
         spec = load_mapping(mapping)
-        run(c, edge_items(file, spec, replace=replace), spec.source, embed, progress)
+        run(c, edge_items(file, spec, replace=replace), spec.source_for(file), embed, progress)
 
 
 LinkOpt = Annotated[bool, typer.Option("--link/--no-link", help="Link entity mentions (lexicon of the graph).")]

@@ -179,3 +179,30 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
     assert {k: as_text[k] for k in ("top1", "top10")} == {k: figures["medkg"][k] for k in ("top1", "top10")}
     assert "written as text (names) and linked back: 3/3 observed terms found (0 read as negated)" in r.stdout
     assert "given the causal gene (1 cases; 0 whose diagnosis the graph does not associate with it" in r.stdout
+
+
+def test_a_load_that_changes_frequencies_in_place_refreshes_the_phenotype_index(tmp_path: Path) -> None:
+    """A new release that only corrects annotation frequencies leaves the graph's counts as they were,
+    which is all the cache's stamp looks at: the load itself must drop the cached index."""
+    from service.ingest_cli import run as ingest
+
+    def release(frequency: str) -> list[Entity | Relation]:
+        disease = Entity(id="OMIM:100003", name="Microcephaly, sometimes", category="Disease")
+        relation = Relation(
+            subject=disease.id, type="HAS_PHENOTYPE", object="HP:0000252", evidence={"frequency": [frequency]}
+        )
+        return [disease, relation.model_copy(update={"source": "hpo-test"})]
+
+    c = build(tmp_path)
+    try:
+        ingest(c, release("1/10"), "hpo-test", embed=False, progress=False)
+        before = {d.disease: d.log10_lr for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}
+        assert (tmp_path / "indexes" / "phenotypes.pkl").exists()
+        report = ingest(c, release("9/10"), "hpo-test", embed=False, progress=False)
+        assert report.relations.updated == 1 and report.relations.added == 0
+        after = {d.disease: d.log10_lr for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}
+        assert after["OMIM:100003"] > before["OMIM:100003"]
+    finally:
+        c.close()
+    with build(tmp_path) as again:  # and a later process does not read the old cache either
+        assert {d.disease: d.log10_lr for d in again.phenotype_index.rank(["HP:0000252"], top_k=5)} == after
