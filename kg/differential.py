@@ -65,6 +65,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kg.curie import CurieError, curie_prefix, normalize_curie
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.negation import by_polarity, negated_mentions
 
@@ -75,6 +77,7 @@ __all__ = [
     "PhenotypeIndex",
     "Candidate",
     "LRParams",
+    "disease_namespaces",
     "frequency_weight",
     "frequency_evidence",
     "terms_in_text",
@@ -117,6 +120,23 @@ class LRParams:
     collapse: bool = True  # most specific observed / most general excluded terms only
 
 
+def disease_namespaces(names: Iterable[str]) -> list[str]:
+    """Disease namespaces as a user spells them (``omim``, ``MIM``, ``Orphanet:``, ``ordo``) in their
+    canonical form (``OMIM``, ``ORPHA``; each once, order kept). Raises ``InvalidInput`` for a name that
+    is not one of ``DISEASE_PREFIXES``: a ranking restricted to it would be empty."""
+    allowed = [p.rstrip(":") for p in DISEASE_PREFIXES]
+    out: list[str] = []
+    for name in names:
+        try:  # the prefix of a CURIE of it: kg.curie's spellings (MIM, Orphanet, ORDO...), upper case
+            prefix = curie_prefix(normalize_curie(f"{name.strip().rstrip(':')}:1"))
+        except CurieError:
+            prefix = None
+        if prefix not in allowed:
+            raise InvalidInput(f"unknown disease namespace {name!r}: expected one of {', '.join(allowed)}")
+        out.append(prefix)
+    return list(dict.fromkeys(out))
+
+
 def frequency_weight(values: Iterable[str], default: float = DEFAULT_FREQUENCY) -> float:
     """An annotation's frequency (HPO frequency term, "3/10" or "25%"; the largest if several)."""
     found = []
@@ -149,7 +169,9 @@ class Candidate:
     disease: str
     score: float  # z(log LR) + z(Resnik) among the diseases ranked
     baseline: float  # Resnik best-match average, both directions
-    matches: list[tuple[str, str, float]] = field(default_factory=list)  # observed, disease term, similarity
+    # (observed, disease term, Resnik similarity): each observed term that shares an ancestor below the
+    # roots with an annotation of the disease, and the annotation behind its LR (else the closest)
+    matches: list[tuple[str, str, float]] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)  # excluded terms it has / NOT-annotated observed
     pmids: list[str] = field(default_factory=list)
     genes: list[str] = field(default_factory=list)
@@ -180,7 +202,9 @@ def terms_in_text(linker: EntityLinker, text: str) -> tuple[list[str], list[str]
 
 
 class PhenotypeIndex:
-    CACHE_VERSION = 4  # of the derived arrays; an index pickled by another version derives them again
+    # of the derived arrays; an index pickled by another version derives them again. 5: no disease
+    # without an annotation to a current term (rank() failed on one), PMIDs of repeated annotations merged
+    CACHE_VERSION = 5
 
     def __init__(
         self,
@@ -221,7 +245,9 @@ class PhenotypeIndex:
                 descendants[a].append(i)
         self.descendants = [np.asarray(d, dtype=np.int32) for d in descendants]
 
-        self.diseases = sorted(d for d, ann in annotations.items() if ann)
+        # a disease none of whose annotations names a current term (all obsolete, or dropped) cannot be
+        # scored: left out
+        self.diseases = sorted(d for d, ann in annotations.items() if any(t in self.term_index for t, _, _ in ann))
         self.disease_index = {d: i for i, d in enumerate(self.diseases)}
         flat_terms: list[int] = []
         given: list[float] = []  # a frequency term or percentage, NaN if none
@@ -237,8 +263,8 @@ class PhenotypeIndex:
                 flat_terms.append(i)
                 given.append(float(freq) if isinstance(freq, (int, float)) else math.nan)
                 counts.append((int(freq[0]), int(freq[1])) if isinstance(freq, tuple) else (0, 0))
-                if pmids:
-                    self.pmids[(d, term)] = pmids
+                if pmids:  # the same term annotated twice (two sources): the PMIDs of both
+                    self.pmids[(d, term)] = list(dict.fromkeys([*self.pmids.get((d, term), []), *pmids]))
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.flat_terms = np.asarray(flat_terms, dtype=np.int32)
         self.flat_given = np.asarray(given, dtype=np.float32)
@@ -328,7 +354,23 @@ class PhenotypeIndex:
                 self.flat_counts = np.zeros((len(self.flat_given), 2), dtype=np.float32)
             if "set_terms" not in state:  # before version 3: the phenotype annotations only
                 self.set_terms, self.set_offsets = self.flat_terms, self.offsets
+            self._drop_unannotated()
             self._derive()
+
+    def _drop_unannotated(self) -> None:
+        """Leave out the diseases without an annotation (which an index pickled before version 5 may
+        hold): their offsets, and their terms of the other aspects."""
+        sizes = np.diff(np.append(self.offsets, len(self.flat_terms)))
+        keep = sizes > 0
+        if keep.all():
+            return
+        set_sizes = self.set_sizes
+        self.diseases = [d for d, kept in zip(self.diseases, keep.tolist(), strict=True) if kept]
+        self.disease_index = {d: i for i, d in enumerate(self.diseases)}
+        self.offsets = (np.cumsum(sizes[keep]) - sizes[keep]).astype(np.int64)
+        self.set_terms = self.set_terms[np.repeat(keep, set_sizes)]
+        self.set_offsets = (np.cumsum(set_sizes[keep]) - set_sizes[keep]).astype(np.int64)
+        self.__dict__.pop("_by_gene", None)
 
     # ---- construction from the graph ----------------------------------------------------------
     @classmethod
@@ -492,14 +534,16 @@ class PhenotypeIndex:
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(score, baseline, parts)`` for every disease (in ``self.diseases`` order); ``-inf`` outside
         ``prefixes`` and, when ``genes`` are given, for the diseases associated with none of them.
-        ``parts["log10_lr"]`` is the likelihood ratio; the baseline is zeros unless ``baseline``."""
+        ``parts["log10_lr"]`` is the likelihood ratio; the baseline is zeros unless ``baseline``. A case
+        without an observed term the index knows scores 0 (and ``parts["obs"]`` is empty): nothing to
+        rank it by."""
         p = params or LRParams()
         n = len(self.diseases)
         obs, exc = self.case_terms(observed, excluded, p.collapse)
-        if not obs or not n:
-            zero = np.zeros(n, dtype=np.float32)
-            return zero, zero, {"obs": np.zeros(0, np.int64)}
         inside, shown = self._shown(prefixes, genes)
+        if not obs or not n:  # nothing to score: every disease ranked ties at 0
+            zero = np.where(shown, 0.0, -np.inf).astype(np.float32)
+            return zero, zero, {"obs": np.zeros(0, np.int64)}
         resnik = np.mean([self._resnik_to_diseases(q) for q in obs], axis=0)  # patient -> disease
         # likelihood ratio of each observed term: a mixture with the background, or NOT annotated
         model = np.exp(np.stack([self._lr_to_diseases(q) for q in obs]).astype(np.float64))
@@ -520,11 +564,12 @@ class PhenotypeIndex:
             score = score + p.resnik_weight * _z(resnik, inside)
         score = np.where(shown, score, -np.inf).astype(np.float32)
         base = np.zeros(n, dtype=np.float32)
-        all_obs = list(dict.fromkeys(self.term_index[t] for t in observed if t in self.term_index))
-        if baseline:  # Resnik best-match average of all the observed terms as given, both directions
+        # every observed term as given (an obsolete one as ``current`` replaces it), not collapsed
+        all_obs = list(dict.fromkeys(self.term_index[t] for t in self.current(observed) if t in self.term_index))
+        if baseline:  # Resnik best-match average of all the observed terms, both directions
             per_annotation = self._resnik(all_obs)[:, self.flat_terms]  # (n_obs, n_annotations)
             q_to_d = np.maximum.reduceat(per_annotation, self.offsets, axis=1).mean(axis=0)
-            d_to_q = np.add.reduceat(per_annotation.max(axis=0), self.offsets) / self.counts
+            d_to_q = np.add.reduceat(per_annotation.max(axis=0), self.offsets) / np.maximum(self.counts, 1)
             base = np.where(shown, (q_to_d + d_to_q) / 2, -np.inf).astype(np.float32)
         parts: dict[str, np.ndarray] = {
             "obs": np.asarray(obs, np.int64),
@@ -556,7 +601,7 @@ class PhenotypeIndex:
     def _namespace_ic(self, prefixes: Sequence[str], inside: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
         """pyhpo's IC over the diseases ``inside`` (their sets of all aspects, propagated), and each
         term's ancestors by increasing IC; cached per namespace."""
-        key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
+        key = _prefix_key(prefixes)
         if key not in self._set_ic:
             owner = np.repeat(np.arange(len(self.diseases)), self.set_sizes)
             keep = inside[owner]
@@ -576,7 +621,9 @@ class PhenotypeIndex:
         return np.diff(np.append(self.set_offsets, len(self.set_terms)))
 
     def _namespace_mask(self, prefixes: Sequence[str]) -> np.ndarray:
-        key = tuple(sorted(p.rstrip(":") + ":" for p in prefixes))
+        """The diseases of ``prefixes`` (any spelling ``disease_namespaces`` reads; ``InvalidInput`` for
+        another)."""
+        key = _prefix_key(prefixes)
         if key not in self._masks:
             self._masks[key] = np.asarray([d.startswith(key) for d in self.diseases], dtype=bool)
         return self._masks[key]
@@ -605,8 +652,9 @@ class PhenotypeIndex:
         top = np.argpartition(-score, k - 1)[:k] if k < len(score) else np.arange(len(score))
         order = top[np.lexsort((top, -score[top]))]
         sims = self._resnik(parts["all_obs"].tolist())  # term-level, for the baseline and the matches
+        # the LR's term-level similarity (-inf: no common ancestor below the roots), by the rows of sims
         parts["lr_sims"] = np.stack(
-            [self._similarity_to_all(q, self.lr_ic, self._lr_order(q), -np.inf) for q in parts["obs"]]
+            [self._similarity_to_all(q, self.lr_ic, self._lr_order(q), -np.inf) for q in parts["all_obs"]]
         )
         out = []
         for i in (int(i) for i in order):
@@ -627,8 +675,10 @@ class PhenotypeIndex:
         return start, end
 
     def _baseline_of(self, i: int, sims: np.ndarray) -> float:
-        """The baseline of one disease from the observed terms' Resnik rows."""
+        """The baseline of one disease from the observed terms' Resnik rows (0 without annotations)."""
         start, end = self._annotations_of(i)
+        if start == end or not len(sims):
+            return 0.0
         block = sims[:, self.flat_terms[start:end]]
         return float((block.max(axis=1).mean() + block.max(axis=0).mean()) / 2)
 
@@ -648,14 +698,17 @@ class PhenotypeIndex:
         scored = {int(q): row for row, q in enumerate(parts["obs"])}
         pmids: list[str] = []
         for row, q in enumerate(int(x) for x in parts["all_obs"]):
-            lr_row = parts["lr_sims"][scored[q], ann] + self.log_freq[start:end] if q in scored else None
-            if lr_row is not None and np.isfinite(lr_row).any():  # the annotation behind the LR
-                j = int(np.argmax(lr_row))
-            else:  # the closest annotation
-                j = int(np.argmax(sims[row, ann]))
-            term = self.terms[int(ann[j])]
-            cand.matches.append((self.terms[q], term, round(float(sims[row, ann[j]]), 3)))
-            pmids += self.pmids.get((cand.disease, term), [])
+            shared = parts["lr_sims"][row, ann]
+            if np.isfinite(shared).any():  # an annotation shares an ancestor with q below the roots: a match
+                lr_row = shared + self.log_freq[start:end] if q in scored else None
+                if lr_row is not None and np.isfinite(lr_row).any():  # the annotation behind the LR
+                    j = int(np.argmax(lr_row))
+                else:  # the closest annotation
+                    j = int(np.argmax(sims[row, ann]))
+                term = self.terms[int(ann[j])]
+                similarity = max(0.0, round(float(sims[row, ann[j]]), 3))  # never -0.0 (an IC of -log 1)
+                cand.matches.append((self.terms[q], term, similarity))
+                pmids += self.pmids.get((cand.disease, term), [])
             if q in scored:
                 lr = math.exp(float(parts["term_lr"][scored[q], i]))
                 cand.likelihood_ratios.append((self.terms[q], "observed", float(f"{lr:.4g}")))
@@ -677,6 +730,11 @@ class PhenotypeIndex:
                 cand.contradictions.append(f"annotated NOT to have {self.terms[q]}")
         cand.pmids = list(dict.fromkeys(pmids))[:20]
         cand.genes = sorted(self.genes.get(cand.disease, []))
+
+
+def _prefix_key(prefixes: Sequence[str]) -> tuple[str, ...]:
+    """The canonical disease prefixes of ``prefixes`` (``("OMIM:", "ORPHA:")``), a cache key."""
+    return tuple(sorted(p + ":" for p in disease_namespaces(prefixes)))
 
 
 def _z(values: np.ndarray, inside: np.ndarray) -> np.ndarray:

