@@ -8,7 +8,9 @@ priors agree on is steadier (a single neighbour's idiosyncrasies are not copied)
   weighted medoid under ROUGE-L-style LCS overlap);
 - :func:`consensus_sentences`: sentences (findings) ranked by the total weight of the neighbours
   that state them or a near-paraphrase (token-set Jaccard), kept when supported by more than one
-  neighbour or by the nearest.
+  neighbour or by the nearest. A sentence that negates what the other states is no paraphrase of it,
+  however many words they share: "There is no left pleural effusion." never supports "There is a
+  small left pleural effusion." (the negation rule of :mod:`kg.negation`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
+from kg.negation import negated_in
 from kg.text_metrics import rouge_l
 
 __all__ = ["Candidate", "consensus_text", "consensus_sentences", "SupportedSentence"]
@@ -56,18 +60,42 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(_WORD.findall(text.lower()))
 
 
+@lru_cache(maxsize=4096)
+def _negated_words(text: str) -> frozenset[str]:
+    """The words of a sentence that a negation cue covers ("no left pleural effusion": left, pleural,
+    effusion); empty for a sentence that negates nothing."""
+    low = text.lower()
+    return frozenset(m.group() for m in _WORD.finditer(low) if negated_in(low, m.start(), m.end()))
+
+
+def _contradicts(
+    words: frozenset[str], negated: frozenset[str], other: frozenset[str], other_negated: frozenset[str]
+) -> bool:
+    """Whether one sentence negates what the other (which negates nothing) states: a word they share
+    is negated in one of them. Two sentences that both negate something ("no effusion or
+    pneumothorax", "no pneumothorax or effusion is seen") may still be paraphrases, as may a
+    statement and one that adds a negated clause about something else ("degenerative changes of
+    the spine", "... without fracture")."""
+    return bool(negated) != bool(other_negated) and bool((negated | other_negated) & words & other)
+
+
 def consensus_sentences(
     neighbours: Sequence[tuple[float, list[tuple[str, str]]]], limit: int = 5, similar: float = 0.6
 ) -> list[SupportedSentence]:
-    """``neighbours``: (weight, [(sentence, citation id), ...]) per similar report, nearest first."""
-    clusters: list[tuple[frozenset[str], SupportedSentence, set[int]]] = []
+    """``neighbours``: (weight, [(sentence, citation id), ...]) per similar report, nearest first. A
+    sentence joins the first group whose first sentence shares at least ``similar`` of their words
+    (Jaccard) and does not contradict it (one negating what the other states)."""
+    clusters: list[tuple[frozenset[str], frozenset[str], SupportedSentence, set[int]]] = []
     for n, (weight, sentences) in enumerate(neighbours):
         for sentence, source in sentences:
             words = _words(sentence)
             if not words:
                 continue
-            for key, supported, members in clusters:
-                if len(words & key) / len(words | key) >= similar:
+            negated = _negated_words(sentence)
+            for key, key_negated, supported, members in clusters:
+                if len(words & key) / len(words | key) >= similar and not _contradicts(
+                    words, negated, key, key_negated
+                ):
                     if n not in members:
                         supported.support += weight
                         members.add(n)
@@ -75,7 +103,7 @@ def consensus_sentences(
                         supported.sources.append(source)
                     break
             else:
-                clusters.append((words, SupportedSentence(sentence.strip(), weight, [source]), {n}))
-    kept = [s for _, s, members in clusters if len(members) > 1 or 0 in members]
+                clusters.append((words, negated, SupportedSentence(sentence.strip(), weight, [source]), {n}))
+    kept = [s for _, _, s, members in clusters if len(members) > 1 or 0 in members]
     kept.sort(key=lambda s: -s.support)
     return kept[:limit]
