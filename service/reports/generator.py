@@ -38,7 +38,9 @@ from service.reports.prompts import REPORT_SCHEMA, report_messages
 
 __all__ = ["ReportGenerator", "GeneratedReport", "Prior", "technique_of"]
 
-_PLACEHOLDER = re.compile(r"\bX{3,}\b")
+# The de-identification placeholder, also glued to a word ("comparisXXXX", "XXXXyo", "5XXXX"): three
+# or more capital X match no English word.
+_PLACEHOLDER = re.compile(r"X{3,}")
 
 
 def usable_impression(text: str | None) -> bool:
@@ -323,11 +325,16 @@ class ReportGenerator:
         else:
             findings_text = self.compose_findings(priors)
             impression = self.compose_impression(priors)
-            insufficient = not priors
-            confidence = round(sum(p.score for p in priors) / len(priors), 3) if priors else 0.0
+            # priors none of which has findings or an impression a draft may take draft nothing
+            insufficient = not (findings_text or impression)
+            confidence = 0.0 if insufficient else round(sum(p.score for p in priors) / len(priors), 3)
             used_mode = "extractive"
         if insufficient and not use_llm:
-            findings_text = findings_text or "Insufficient evidence: no similar prior report was found."
+            findings_text = findings_text or (
+                "Insufficient evidence: no similar prior report was found."
+                if not priors
+                else "Insufficient evidence: no similar prior report has findings or an impression a draft may take."
+            )
         timings["compose"] = time.perf_counter() - t
         timings["total"] = time.perf_counter() - started
         # An LLM draft may cite what its budgeted context held; an extractive one is composed from the

@@ -236,3 +236,48 @@ def test_a_collection_loaded_whole_retires_the_reports_it_no_longer_has(
     assert back.documents_changed == 1
     assert not store.get_entity("IUXR:8").obsolete and loader.text_index.document_passages("IUXR:8") == passages
     assert not any(store.get_entity(p).obsolete for p in passages) and loader.reports.get("IUXR:8") is not None
+
+
+def _generator(store: BaseGraphStore, tmp_path: Path, embedder, reports: list[RadiologyReport]):  # noqa: ANN202
+    from service.reports.generator import ReportGenerator
+
+    store.upsert_entities(ONTOLOGY)
+    loader = loader_for(store, tmp_path, embedder)
+    assert loader.load(reports).documents_added == len(reports)
+    return ReportGenerator(loader.text_index, ReportStore(tmp_path / "idx" / "reports.sqlite"))
+
+
+def test_priors_with_nothing_a_draft_may_take_give_an_insufficient_draft(
+    store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    reports = [  # similar priors, but no findings and only placeholder impressions
+        RadiologyReport(uid="1", indication="Chest pain.", findings=None, impression="Stable XXXX."),
+        RadiologyReport(uid="2", indication="Chest pain.", findings="XXXX is normal.", impression="No acute XXXX."),
+        RadiologyReport(uid="3", indication="Chest pain.", findings="ComparisXXXX shows XXXX.", impression="XXXX."),
+    ]
+    generator = _generator(store, tmp_path, text_embedder, reports)
+    draft = generator.generate("Chest pain.", mode="extractive")
+    assert {p.doc_id for p in draft.priors} == {"IUXR:1", "IUXR:2", "IUXR:3"}
+    assert draft.insufficient_evidence and draft.confidence == 0.0 and draft.impression == ""
+    assert draft.findings.startswith("Insufficient evidence") and draft.citations == []
+
+
+def test_placeholders_glued_to_a_word_keep_a_sentence_out_of_a_draft(
+    store: BaseGraphStore, tmp_path: Path, text_embedder
+) -> None:
+    from service.reports.generator import usable_impression
+
+    assert not usable_impression("Stable XXXXyo.") and not usable_impression("No change since 5XXXX.")
+    assert usable_impression("No acute cardiopulmonary abnormality. Box, Xray.")
+    reports = [
+        RadiologyReport(
+            uid=str(n),
+            indication="Chest pain.",
+            findings="The lungs are clear. Unchanged since comparisXXXX.",
+            impression=f"Stable since XXXX{n}yo." if n < 3 else "No acute disease.",
+        )
+        for n in (1, 2, 3)
+    ]
+    draft = _generator(store, tmp_path, text_embedder, reports).generate("Chest pain.", mode="extractive")
+    assert "XXXX" not in draft.findings + draft.impression and "The lungs are clear." in draft.findings
+    assert draft.impression.startswith("No acute disease. [IUXR:3#") and not draft.insufficient_evidence
