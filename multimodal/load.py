@@ -22,7 +22,7 @@ from tqdm import tqdm
 from kg.graph.base import BaseGraphStore, row_to_relation
 from kg.model import Relation
 from multimodal.deid import Pseudonymizer
-from multimodal.dicom import DicomError, DicomImage, iter_dicom
+from multimodal.dicom import DicomError, DicomImage, _dicomdir_files, _is_dicomdir, iter_dicom
 from multimodal.graph import (
     DEPICTS,
     HAS_IMAGE,
@@ -69,41 +69,68 @@ class ImageLoadResult(FilesRead):
     seconds: float = 0.0
 
 
-def _files(paths: Iterable[Path]) -> Iterator[Path]:
-    for path in paths:
-        if path.is_dir():
-            for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
-                dirnames.sort()
-                for name in sorted(filenames):
-                    yield Path(dirpath) / name
-        else:
-            yield path
+def _files(paths: Iterable[Path]) -> Iterator[Path | DicomError]:
+    """The files to read, each once: folders walked (a DICOMDIR met there is skipped: the walk reaches
+    the files it indexes), a DICOMDIR given directly followed to the files it references."""
+    seen: set[Path] = set()
+
+    def listed() -> Iterator[Path | DicomError]:
+        for path in paths:
+            if path.is_dir():
+                for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+                    dirnames.sort()
+                    for name in sorted(filenames):
+                        if not _is_dicomdir(Path(dirpath) / name):
+                            yield Path(dirpath) / name
+            elif path.is_file() and _is_dicomdir(path):
+                yield from _dicomdir_files(path)
+            else:
+                yield path
+
+    for entry in listed():
+        if isinstance(entry, Path):
+            try:
+                key = entry.resolve()
+            except OSError:
+                key = entry
+            if key in seen:
+                continue
+            seen.add(key)
+        yield entry
 
 
 def read_images(
     paths: Iterable[Path | str], pseudonymizer: Pseudonymizer, tally: FilesRead, progress: bool, desc: str
 ) -> Iterator[tuple[Path, DicomImage]]:
-    """Every readable image in ``paths`` (files, folders, DICOMDIRs), de-identified, once: the first
-    file of an instance wins. Unreadable files are counted in ``tally`` with their reason."""
+    """Every readable image in ``paths`` (files, folders, DICOMDIRs), de-identified, once, with the
+    file it was read from (its name pairs it with a report): the first file of an instance wins.
+    Unreadable files are counted in ``tally`` with their reason."""
     files = list(_files(Path(p) for p in paths))
     seen: set[str] = set()
+
+    def failed(error: DicomError) -> None:
+        tally.errors.append(f"{Path(error.path or '').name}: {error.reason}")
+        tally.error_kinds[error.kind] = tally.error_kinds.get(error.kind, 0) + 1
+        log.info("dicom skipped", extra={"kind": error.kind})
+
     with warnings.catch_warnings():
         # pydicom's value warnings ("Invalid value for VR AS") are noise here; errors are reported below.
         warnings.simplefilter("ignore", UserWarning)
-        for path in tqdm(files, desc=desc, unit="file", disable=not progress):
+        for entry in tqdm(files, desc=desc, unit="file", disable=not progress):
             tally.files += 1
-            for item in iter_dicom([path], pseudonymizer):
+            if isinstance(entry, DicomError):  # a DICOMDIR that cannot be read, a file it names missing
+                failed(entry)
+                continue
+            for item in iter_dicom([entry], pseudonymizer):
                 if isinstance(item, DicomError):
-                    tally.errors.append(f"{path.name}: {item.reason}")
-                    tally.error_kinds[item.kind] = tally.error_kinds.get(item.kind, 0) + 1
-                    log.info("dicom skipped", extra={"kind": item.kind})
+                    failed(item)
                     continue
                 if item.image_id in seen:  # one instance in several encodings: the first file wins
                     tally.duplicates += 1
                     continue
                 seen.add(item.image_id)
                 tally.images += 1
-                yield path, item
+                yield entry, item
 
 
 def reindex_images(

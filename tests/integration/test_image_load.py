@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pydicom
 from pydicom.data import get_testdata_file
+from pydicom.fileset import FileSet
 
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity
@@ -15,7 +16,7 @@ from multimodal.deid import Pseudonymizer
 from multimodal.encoders import DescriptorEncoder
 from multimodal.graph import DEPICTS, HAS_IMAGE, HAS_MODALITY, HAS_REPORT
 from multimodal.image_index import ImageIndex
-from multimodal.load import load_images
+from multimodal.load import FilesRead, load_images, read_images
 
 
 def edges(store: BaseGraphStore, image_id: str) -> set[tuple[str, str, str]]:
@@ -66,3 +67,32 @@ def test_a_corrected_file_ends_what_it_no_longer_states(store: BaseGraphStore, t
     again = load_images(store, index, pseudonyms, [tmp_path / "again"], report_for, progress=False)
     assert again.unchanged == 1 and again.edges_ended == 0
     assert (image, HAS_REPORT, "IUXR:8") in edges(store, image)
+
+
+def test_files_of_a_folder_with_a_dicomdir_are_read_once_under_their_own_names(
+    store: BaseGraphStore, tmp_path: Path
+) -> None:
+    fs = FileSet()
+    for name in ("CT_small.dcm", "MR_small.dcm"):
+        fs.add(pydicom.dcmread(get_testdata_file(name)))
+    fs.write(tmp_path / "media")
+    names = sorted(p.name for p in (tmp_path / "media").rglob("IM*") if p.is_file())
+    assert len(names) == 2 and (tmp_path / "media" / "DICOMDIR").is_file()
+    asked: list[str] = []
+
+    def report_for(key: str) -> str | None:
+        asked.append(key)
+        return None
+
+    index = ImageIndex(tmp_path / "idx", DescriptorEncoder())
+    pseudonyms = Pseudonymizer(b"k" * 32)
+    result = load_images(store, index, pseudonyms, [tmp_path / "media"], report_for, progress=False)
+    assert (result.files, result.images, result.duplicates, result.errors) == (2, 2, 0, [])
+    assert sorted(asked) == names  # paired by each file's name, not the DICOMDIR's
+
+    # a DICOMDIR given directly is still followed, to files read under their own names, each once
+    for given in ([tmp_path / "media" / "DICOMDIR"], [tmp_path / "media" / "DICOMDIR", tmp_path / "media"]):
+        tally = FilesRead()
+        read = list(read_images(given, pseudonyms, tally, False, "test"))
+        assert sorted(path.name for path, _ in read) == names
+        assert (tally.files, tally.images, tally.duplicates) == (2, 2, 0)
