@@ -6,7 +6,8 @@ metadata of :class:`multimodal.dicom.DicomImage`, the linked report and when it 
 display thumbnail of at most 256 pixels a side, which the web pages show when a prior study is
 cited). File paths are never stored (a path can hold a patient's name); ids are pseudonyms. No
 thumbnail is kept for an image whose header declares burned-in annotation, nor with
-``thumbnails=False`` (``MEDKG_IMAGE_THUMBNAILS=false``).
+``thumbnails=False`` (``MEDKG_IMAGE_THUMBNAILS=false``): opened so, the index deletes the thumbnails
+kept earlier, serves none, and an image added again loses the one it had.
 
 Each vector's fingerprint is a hash of the file's SHA-256 and the encoder's signature, so re-adding
 an unchanged image embeds nothing, and changing the encoder re-embeds everything.
@@ -170,6 +171,9 @@ class ImageIndex:
         # Deleted or overwritten metadata does not linger in free pages of the file.
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.executescript(_SCHEMA)
+        if not thumbnails and self._db.execute("SELECT 1 FROM thumbnails LIMIT 1").fetchone():
+            self._db.execute("DELETE FROM thumbnails")  # kept while thumbnails were on: no pixels now
+            self._db.commit()
         try:
             self.vectors = VectorIndex.open(self.directory, name, encoder.dimension)
         except Exception:
@@ -201,7 +205,9 @@ class ImageIndex:
                     result.added += 1
                 elif _row(img) == _row(old):
                     result.unchanged += 1
-                    if self.thumbnail(img.image_id) is None:  # e.g. indexed before thumbnails were kept
+                    # deletes a thumbnail kept earlier where none may be kept now (thumbnails off,
+                    # burned-in annotation); makes a missing one (e.g. indexed before they were kept)
+                    if not self.thumbnails or img.burned_in_annotation or not self._has_thumbnail(img.image_id):
                         self._store_thumbnail(img)
                     continue
                 else:
@@ -339,8 +345,15 @@ class ImageIndex:
                     out[row["image_id"]] = _record(row)
         return out
 
+    def _has_thumbnail(self, image_id: str) -> bool:
+        with self._lock:
+            return self._db.execute("SELECT 1 FROM thumbnails WHERE image_id = ?", (image_id,)).fetchone() is not None
+
     def thumbnail(self, image_id: str) -> bytes | None:
-        """The PNG thumbnail of an indexed image, or None (unknown, burned-in annotation, or kept none)."""
+        """The PNG thumbnail of an indexed image, or None (unknown, burned-in annotation, kept none, or
+        thumbnails off)."""
+        if not self.thumbnails:
+            return None
         with self._lock:
             row = self._db.execute("SELECT png FROM thumbnails WHERE image_id = ?", (image_id,)).fetchone()
         return None if row is None else bytes(row[0])

@@ -285,3 +285,26 @@ def test_a_prior_study_is_never_the_querys_own(tmp_path: Path, images: list[Dico
     priors = index.search(ct, k=3, exclude=index.own_study(ct.image_id))
     assert len(priors) == 3 and not own & {h.image_id for h in priors}
     assert index.own_study() == set() and index.own_study("IMG:2.25.1") == {"IMG:2.25.1"}
+
+
+def test_thumbnails_off_keeps_and_serves_none_of_those_kept_before(tmp_path: Path, images: list[DicomImage]) -> None:
+    import sqlite3
+
+    def kept() -> int:
+        with sqlite3.connect(tmp_path / "images.sqlite") as db:
+            return db.execute("SELECT count(*) FROM thumbnails").fetchone()[0]
+
+    first = images[0]
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    index.add([first])
+    index.close()
+    assert kept() == 1
+    off = ImageIndex(tmp_path, DescriptorEncoder(), thumbnails=False)
+    assert off.thumbnail(first.image_id) is None and kept() == 0  # none served, none left in the file
+    assert off.add([first]).unchanged == 1
+    assert off.thumbnail(first.image_id) is None and kept() == 0
+    off.close()
+    on = ImageIndex(tmp_path, DescriptorEncoder())
+    assert on.thumbnail(first.image_id) is None
+    assert on.add([first]).unchanged == 1 and on.thumbnail(first.image_id) is not None  # made again
+    on.close()

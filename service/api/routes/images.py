@@ -78,8 +78,11 @@ def indexed_preview(c: Deps, image_id: str) -> Response:
     if png is None:
         if image_id not in c.image_index:
             raise HTTPException(404, f"no indexed image {image_id!r}")
-        raise HTTPException(
-            404,
-            f"no thumbnail is kept for {image_id!r} (burned-in annotation declared, or MEDKG_IMAGE_THUMBNAILS=false)",
-        )
+        if not c.image_index.thumbnails:
+            why = "MEDKG_IMAGE_THUMBNAILS=false"
+        elif c.image_index.get([image_id])[image_id].burned_in_annotation:
+            why = "burned-in annotation declared"
+        else:
+            why = "indexed while thumbnails were off: load it again to make one"
+        raise HTTPException(404, f"no thumbnail is kept for {image_id!r} ({why})")
     return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
