@@ -131,10 +131,15 @@ def differential(
     """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms (or a description, --text), with matched
     phenotypes, genes and PMIDs."""
     from kg.curie import normalize_curie
-    from kg.differential import terms_in_text, terms_mentioned
+    from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
+    from kg.errors import InvalidInput
 
     if not terms and not text:
         raise fail("give observed HPO terms (HP:...) or --text")
+    try:
+        namespaces = disease_namespaces(namespace or [])  # omim, MIM, Orphanet... as OMIM, ORPHA
+    except InvalidInput as exc:
+        raise fail(str(exc)) from None
     with container() as c:
         from_text, excluded_from_text = terms_in_text(c.linker, text) if text else ([], [])
         observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms or []), *from_text]))
@@ -148,7 +153,7 @@ def differential(
         genes, unknown_genes = index.known_genes(gene or [])
         if unknown_genes and not genes:
             raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespace or (), genes=genes)
+        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespaces, genes=genes)
         mentioned = terms_mentioned(ranked, known, excluded)
         names = c.graph.get_entities([r.disease for r in ranked] + mentioned)
     data = {
@@ -177,6 +182,10 @@ def differential(
             err.print(f"no disease in the graph is associated with {', '.join(d['unknown_genes'])}: ignored")
         if d["genes"]:
             err.print(f"only the diseases associated with {', '.join(d['genes'])}")
+        if not d["diseases"]:  # only a namespace or the genes leave nothing (or a graph without annotations)
+            where = f" in {', '.join(namespaces)}" if namespaces else ""
+            where += f" among the diseases of {', '.join(d['genes'])}" if d["genes"] else ""
+            out.print(f"no disease ranked{where or ': the graph has no phenotype annotations'}", highlight=False)
         for i, row in enumerate(d["diseases"], 1):
             genes = ", ".join(row["genes"][:5]) or "-"
             out.print(f"[bold]{i}. {row['name']}[/] ({row['disease']})  score {row['score']}  genes: {genes}")
@@ -607,6 +616,10 @@ def eval_phenopackets(
     # eval drives the service layer; imported here, when the command runs, not at start-up.
     from eval.phenopackets import evaluate, report, save
 
+    try:  # before the run, not after it
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(f"cannot create the folder {out}: {exc.strerror or exc}") from None
     with container() as c:
         if not c.phenotype_index.diseases:
             raise fail("no disease annotations in the graph: run `medkg ingest hpo` first")
@@ -683,7 +696,11 @@ def eval_plot(
     if not folder.is_dir():
         raise fail(f"{folder} is not a folder: run `medkg eval medqa FILE --out {folder}` first")
     target = out or folder / "report.html"
-    target.write_text(render_report(folder), encoding="utf-8")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_report(folder), encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot write {target}: {exc.strerror or exc}") from None
     runs = len(collect_runs(folder)) + len(collect_differential(folder))
     Console(highlight=False, soft_wrap=True).print(f"wrote {target} ({runs} runs)")
 
@@ -698,7 +715,10 @@ def eval_pubmedqa_retrieval(
     """PubMedQA gold-abstract retrieval: Recall@1/5 and MRR of BM25, dense and hybrid (eval/pubmedqa_retrieval.py)."""
     from eval.pubmedqa_retrieval import main as retrieval_main
 
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(f"cannot create the folder {out}: {exc.strerror or exc}") from None
     argv = [f"--file={file}"] if file else []
     argv += [f"--distractors={distractors}"] if distractors is not None else []
     argv += [f"--floor={floor}"] if floor is not None else []

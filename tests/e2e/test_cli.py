@@ -118,3 +118,25 @@ def test_config_masks_secrets(tmp_path: Path) -> None:
     assert r.returncode == 0
     assert "hunter2" not in r.stdout and "sk-abc" not in r.stdout
     assert json.loads(r.stdout)["MEDKG_GRAPH_BACKEND"] == "ladybug"
+
+
+def test_eval_output_folders_are_created_or_refused_in_one_line(tmp_path: Path) -> None:
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    nested = tmp_path / "not" / "yet" / "report.html"
+    r = run(["eval", "plot", str(runs), "--out", str(nested)], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert nested.is_file() and f"wrote {nested}" in r.stdout
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("{}\n")
+    for args in (
+        ["eval", "plot", str(runs), "--out", str(blocker / "report.html")],
+        ["eval", "pubmedqa-retrieval", "--out", str(blocker / "runs")],
+        ["eval", "phenopackets", str(cases), "--out", str(blocker / "runs")],
+    ):
+        r = run(args, env, tmp_path)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert str(blocker) in r.stderr and "Traceback" not in r.stderr + r.stdout

@@ -150,6 +150,38 @@ def test_differential_cli(tmp_path: Path) -> None:
     assert none_linked.returncode == 2 and "none linked from the text" in none_linked.stderr
 
 
+def test_namespaces_in_any_spelling_over_http(client: TestClient) -> None:
+    case = {"terms": ["HP:0000252"]}
+    omim = client.post("/v1/differential", json={**case, "namespaces": ["OMIM"]}).json()["diseases"]
+    assert {d["disease"] for d in omim} == {"OMIM:100001", "OMIM:100002"}
+    for spelling in (["omim"], ["MIM"], ["omim:", "OMIM"]):
+        r = client.post("/v1/differential", json={**case, "namespaces": spelling})
+        assert r.status_code == 200 and r.json()["diseases"] == omim, (spelling, r.text)
+    assert client.post("/v1/differential", json={**case, "namespaces": ["orphanet"]}).json()["diseases"] == []
+    for wrong in (["FOO"], ["OMIM", "HP"]):
+        r = client.post("/v1/differential", json={**case, "namespaces": wrong})
+        assert r.status_code == 422 and "unknown disease namespace" in r.text, r.text
+    # seizure shares nothing with OMIM:100002 (microcephaly) below the roots: no "match", never -0.0
+    both = client.post("/v1/differential", json={"terms": ["HP:0001250", "HP:0000252"]}).json()["diseases"]
+    assert [(m["observed"], m["disease_term"]) for m in both[1]["matches"]] == [("HP:0000252", "HP:0000252")]
+
+
+def test_differential_cli_namespaces(tmp_path: Path) -> None:
+    build(tmp_path / "data").close()
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    lower = run(["differential", "HP:0000252", "--namespace", "omim", "--json"], env, tmp_path)
+    assert lower.returncode == 0, lower.stderr
+    assert {d["disease"] for d in json.loads(lower.stdout)["diseases"]} == {"OMIM:100001", "OMIM:100002"}
+    wrong = run(["differential", "HP:0000252", "--namespace", "FOO"], env, tmp_path)
+    assert wrong.returncode == 2 and "unknown disease namespace 'FOO'" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+    empty = run(["differential", "HP:0000252", "--namespace", "Orphanet"], env, tmp_path)
+    assert empty.returncode == 0 and "no disease ranked in ORPHA" in empty.stdout, empty.stdout
+    table = run(["differential", "HP:0001250", "HP:0000252"], env, tmp_path)
+    assert table.returncode == 0 and "Seizure (HP:0001250) ~ Microcephaly" not in table.stdout
+    assert "-0.0" not in table.stdout
+
+
 def test_eval_phenopackets_command(tmp_path: Path) -> None:
     build(tmp_path / "data").close()
     cases = tmp_path / "cases.jsonl"

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, HTTPException
 from pydantic import BaseModel, Field, field_validator
 
 from kg.curie import normalize_curie
-from kg.differential import terms_in_text, terms_mentioned
+from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
 from service.api.deps import get_container
 from service.container import Container
 
@@ -27,7 +27,10 @@ class DifferentialRequest(BaseModel):
     excluded: list[str] = Field(default_factory=list, max_length=500, description="HPO terms ruled out.")
     top_k: int = Field(default=10, ge=1, le=500)
     namespaces: list[str] = Field(
-        default_factory=list, max_length=5, description="Rank only these disease namespaces, e.g. ['OMIM']."
+        default_factory=list,
+        max_length=5,
+        description="Rank only these disease namespaces: OMIM, ORPHA or DECIPHER (any case; MIM, Orphanet and "
+        "ORDO read as OMIM and ORPHA). Another is refused (422).",
     )
     genes: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(
         default_factory=list,
@@ -92,6 +95,7 @@ class DifferentialResponse(BaseModel):
 
 @router.post("/differential", response_model=DifferentialResponse)
 def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
+    namespaces = disease_namespaces(request.namespaces)  # InvalidInput (422) for one outside them
     from_text, excluded_from_text = terms_in_text(c.linker, request.text) if request.text else ([], [])
     given_excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
     index = c.phenotype_index
@@ -102,7 +106,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     genes, unknown_genes = index.known_genes(request.genes)
     if unknown_genes and not genes:
         raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-    ranked = index.rank(known, excluded, top_k=request.top_k, prefixes=request.namespaces, genes=genes)
+    ranked = index.rank(known, excluded, top_k=request.top_k, prefixes=namespaces, genes=genes)
     terms = terms_mentioned(ranked, known, excluded)
     names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
     return DifferentialResponse(
