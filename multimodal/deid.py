@@ -6,6 +6,9 @@ What :func:`deidentify` does to a copy of the data set (the original is not touc
 * removes the attributes of :data:`PHI_KEYWORDS` (names, identifiers, addresses, dates and times,
   institution, device and station identifiers, free-text comments, ...) wherever they occur, also
   inside sequences;
+* removes, as a safety net, every date, time, date-time and person name (VR DA, DT, TM, PN) at any
+  depth, listed there or not (e.g. ``DateTime`` in an acquisition context item, a name of a role the
+  list misses): no date is kept or shifted, no person name survives;
 * removes every private tag (no "Retain Safe Private" option), overlays (60xx) and curves (50xx)
   (an overlay can carry burned-in text);
 * replaces every instance UID (Study, Series, SOP Instance, Frame of Reference, referenced
@@ -75,6 +78,9 @@ PHI_KEYWORDS: tuple[str, ...] = (
     "IssuerOfPatientIDQualifiersSequence",
     "PatientBirthDate",
     "PatientBirthTime",
+    "PatientBirthDateInAlternativeCalendar",
+    "PatientDeathDateInAlternativeCalendar",
+    "PatientAlternativeCalendar",
     "PatientBirthName",
     "PatientMotherBirthName",
     "OtherPatientIDs",
@@ -150,6 +156,21 @@ PHI_KEYWORDS: tuple[str, ...] = (
     "OrderEntererLocation",
     "PreMedication",
     "StudyComments",
+    # clinical trial subject, site and protocol
+    "ClinicalTrialSponsorName",
+    "ClinicalTrialProtocolID",
+    "ClinicalTrialProtocolName",
+    "ClinicalTrialSiteID",
+    "ClinicalTrialSiteName",
+    "ClinicalTrialSubjectID",
+    "ClinicalTrialSubjectReadingID",
+    "ClinicalTrialTimePointID",
+    "ClinicalTrialTimePointDescription",
+    "ClinicalTrialCoordinatingCenterName",
+    "ClinicalTrialProtocolEthicsCommitteeName",
+    "ClinicalTrialProtocolEthicsCommitteeApprovalNumber",
+    "ClinicalTrialSeriesID",
+    "ClinicalTrialSeriesDescription",
     # people
     "ReferringPhysicianName",
     "ReferringPhysicianAddress",
@@ -188,6 +209,7 @@ PHI_KEYWORDS: tuple[str, ...] = (
     "VerifyingObserverSequence",
     "VerifyingObserverIdentificationCodeSequence",
     "VerifyingOrganization",
+    "ReviewerName",
     "CustodialOrganizationSequence",
     # institution, device, station
     "InstitutionName",
@@ -198,6 +220,12 @@ PHI_KEYWORDS: tuple[str, ...] = (
     "StationName",
     "DeviceSerialNumber",
     "DeviceID",
+    "DeviceDescription",
+    "LongDeviceDescription",
+    "DeviceLabel",
+    "UDISequence",
+    "UniqueDeviceIdentifier",
+    "AcquisitionDeviceProcessingDescription",
     "DetectorID",
     "GantryID",
     "GeneratorID",
@@ -220,7 +248,8 @@ PHI_KEYWORDS: tuple[str, ...] = (
     "ScheduledProcedureStepDescription",
     "ScheduledStudyLocation",
     "ScheduledStudyLocationAETitle",
-    # dates and times (the basic profile removes or dummies them; removed here)
+    # dates and times (the basic profile removes or dummies them; removed here, and every other DA, DT
+    # and TM element with them: see _scrub)
     "StudyDate",
     "StudyTime",
     "SeriesDate",
@@ -253,6 +282,12 @@ PHI_KEYWORDS: tuple[str, ...] = (
     "DateOfLastCalibration",
     "TimeOfLastCalibration",
     "TimezoneOffsetFromUTC",
+    "InstanceCoercionDateTime",
+    "StudyUpdateDateTime",
+    "FrameAcquisitionDateTime",
+    "FrameReferenceDateTime",
+    "ReviewDate",
+    "ReviewTime",
     # free text and other carriers of identifiers
     "ImageComments",
     "FrameComments",
@@ -292,6 +327,8 @@ def _tags(keywords: tuple[str, ...]) -> frozenset[int]:
 
 
 PHI_TAGS: frozenset[int] = _tags(PHI_KEYWORDS)
+# Removed wherever they occur, listed or not: no date, time or person name is kept (none is shifted).
+_REMOVED_VRS = frozenset({"DA", "DT", "TM", "PN"})
 
 # UI elements that name a class or a syntax rather than an instance: never pseudonymised.
 _KEEP_UID_KEYWORDS = frozenset(
@@ -486,6 +523,9 @@ def _scrub(ds: Dataset, pseudonymizer: Pseudonymizer, identifiers: list[str], en
             del ds[tag]
             continue
         vr = _vr(ds, tag)
+        if vr in _REMOVED_VRS:
+            del ds[tag]
+            continue
         if vr == "SQ":
             for item in ds[tag].value or ():
                 _scrub(item, pseudonymizer, identifiers, encodings)

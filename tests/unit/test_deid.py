@@ -248,3 +248,51 @@ def test_descriptors_lose_the_name_when_the_file_declares_no_character_set(tmp_p
     ds.PatientName, ds.StudyDescription, ds.SeriesDescription = "Müller^Jörg", "Müller Thorax", "Jörg pa"
     out = deidentify(_read_back(ds, tmp_path, drop_charset=True), Pseudonymizer(bytes(32)))
     assert str(out.StudyDescription) == "[REMOVED] Thorax" and str(out.SeriesDescription) == "[REMOVED] pa"
+
+
+@pytest.mark.parametrize("implicit", [False, True])
+def test_no_date_time_or_person_name_survives_at_any_depth(implicit: bool) -> None:
+    """The attributes the list missed (some inside functional groups and context items) and, as a
+    safety net, every DA / DT / TM / PN element whether listed or not, also read back without VRs."""
+    import io
+
+    from pydicom.uid import ImplicitVRLittleEndian
+
+    ds = _dataset()
+    ds.InstanceCoercionDateTime = "20240102101010"
+    ds.StudyUpdateDateTime = "20240103101010"
+    ds.PatientBirthDateInAlternativeCalendar = "19500101"
+    ds.ReviewerName = "Smith^Bob"
+    ds.AcquisitionDeviceProcessingDescription = "Doe Jane chest"
+    ds.ClinicalTrialSubjectID = "SUBJ-0042"
+    ds.SecondaryReviewerName = "Roe^Rick"  # not listed: the VR net takes these
+    ds.ExpectedCompletionDateTime = "20240104101010"
+    ds.ContrastBolusStartTime = "101112"
+    frame = Dataset()
+    frame.FrameAcquisitionDateTime = "20240105101112"
+    frame.FrameReferenceDateTime = "20240106101112"
+    frame.FrameAcquisitionNumber = 1
+    group = Dataset()
+    group.FrameContentSequence = Sequence([frame])
+    ds.PerFrameFunctionalGroupsSequence = Sequence([group])
+    context = Dataset()
+    context.ValueType, context.DateTime, context.Date, context.Time = "DATE", "20240107", "20240108", "101314"
+    evaluator = Dataset()
+    evaluator.EvaluatorName = "Poe^Pat"
+    context.ConceptNameCodeSequence = Sequence([evaluator])  # a name two levels down, in no listed sequence
+    ds.AcquisitionContextSequence = Sequence([context])
+    if implicit:
+        ds.file_meta.TransferSyntaxUID = ImplicitVRLittleEndian
+        buffer = io.BytesIO()
+        ds.save_as(buffer, implicit_vr=True, little_endian=True, enforce_file_format=True)
+        ds = dcmread(io.BytesIO(buffer.getvalue()))
+    out = deidentify(ds, Pseudonymizer(KEY))
+    text = _all_text(out)
+    for value in ("2024010", "19500101", "101112", "101314", "Smith", "Doe", "SUBJ-0042", "Roe", "Poe"):
+        assert value not in text, value
+    found: list[str] = []
+    out.walk(lambda _d, elem: found.append(elem.keyword) if elem.VR in ("DA", "DT", "TM", "PN") else None)
+    assert found == []
+    assert out.PerFrameFunctionalGroupsSequence[0].FrameContentSequence[0].FrameAcquisitionNumber == 1
+    assert out.AcquisitionContextSequence[0].ValueType == "DATE"
+    assert out.StudyDescription.startswith("CT chest for [REMOVED]")  # descriptors are cleaned, not removed
