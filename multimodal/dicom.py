@@ -256,7 +256,8 @@ _LUT_KEYWORDS = (
 
 def _lut_view(ds: Dataset, index: int | None) -> Dataset:
     """The attributes the LUT functions read, taken from the top level, then the shared and the
-    per-frame functional groups of an enhanced multi-frame object (later ones win)."""
+    per-frame functional groups of an enhanced multi-frame object (later ones win); a rescale slope
+    without an intercept, or the reverse, gets the other's default."""
     view = Dataset()
     for keyword in ("PixelRepresentation", "BitsStored", "BitsAllocated", "PhotometricInterpretation", *_LUT_KEYWORDS):
         if keyword in ds:
@@ -275,6 +276,11 @@ def _lut_view(ds: Dataset, index: int | None) -> Dataset:
                 for keyword in _LUT_KEYWORDS:
                     if keyword in items[0]:
                         setattr(view, keyword, items[0][keyword].value)
+    # pydicom rescales only with both: the one missing (or empty) takes its default (slope 1, intercept 0)
+    slope, intercept = view.get("RescaleSlope"), view.get("RescaleIntercept")
+    if slope not in (None, "") or intercept not in (None, ""):
+        view.RescaleSlope = 1 if slope in (None, "") else slope
+        view.RescaleIntercept = 0 if intercept in (None, "") else intercept
     return view
 
 

@@ -266,3 +266,25 @@ def test_nan_pixels_of_a_float_image_do_not_blank_it(tmp_path: Path) -> None:
     )  # fmt: skip
     img = read_dicom(path, P)
     assert float(img.pixels.max()) == 1.0 and float(img.pixels[:, -1].min()) > 0.9 and img.pixels[:, 8].max() < 0.2
+
+
+@pytest.mark.parametrize(
+    "rescale, window",
+    [({"RescaleSlope": 2}, (300, 600)), ({"RescaleIntercept": -100}, (50, 300))],
+    ids=["slope only", "intercept only"],
+)
+def test_a_rescale_slope_or_intercept_alone_is_applied(
+    tmp_path: Path, rescale: dict[str, float], window: tuple[int, int]
+) -> None:
+    """Stored 0, 100, 200, 300 become 0..600 (slope 2) or -100..200 (intercept -100): the window, in
+    rescaled units, spans them exactly."""
+    pixels = np.repeat(np.array([0, 100, 200, 300], np.uint16), 16).reshape(8, 8)
+    path = _mr_with(
+        tmp_path, "rescale.dcm", False, PixelData=pixels.tobytes(), Rows=8, Columns=8,
+        BitsAllocated=16, BitsStored=16, HighBit=15, PixelRepresentation=0,
+        WindowCenter=window[0], WindowWidth=window[1], **rescale,
+    )  # fmt: skip
+    ds = pydicom.dcmread(path)
+    assert ("RescaleSlope" in ds) != ("RescaleIntercept" in ds)
+    img = read_dicom(path, P)
+    assert np.unique(img.pixels).tolist() == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0], abs=0.01)
