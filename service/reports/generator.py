@@ -36,7 +36,12 @@ from service.qa.llm import LLMAnswerer
 from service.reports.consensus import Candidate, consensus_sentences, consensus_text
 from service.reports.prompts import REPORT_SCHEMA, report_messages
 
-__all__ = ["ReportGenerator", "GeneratedReport", "Prior", "technique_of"]
+__all__ = ["ReportGenerator", "GeneratedReport", "Prior", "UnknownImage", "technique_of"]
+
+
+class UnknownImage(KeyError):
+    """The ``image_id`` a draft was asked for is not in the image index (a KeyError, as before)."""
+
 
 # The de-identification placeholder, also glued to a word ("comparisXXXX", "XXXXyo", "5XXXX"): three
 # or more capital X match no English word.
@@ -280,8 +285,9 @@ class ReportGenerator:
         budget: int = 2000,
         exclude: Iterable[str] = (),
     ) -> GeneratedReport:
-        """A draft report for the study (``image``, or an indexed ``image_id``) and ``indication``;
-        ``findings``, when given, join the indication in the text search (they are not copied)."""
+        """A draft report for the study (``image``, or an indexed ``image_id``: :class:`UnknownImage` when
+        it is not indexed) and ``indication``; ``findings``, when given, join the indication in the text
+        search (they are not copied)."""
         if mode == "llm" and self.llm is None:
             raise InvalidInput("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         use_llm = self.llm is not None and mode != "extractive"
@@ -289,7 +295,7 @@ class ReportGenerator:
         started = t = time.perf_counter()
         if image is None and image_id and self.image_index is not None:
             if image_id not in self.image_index:
-                raise KeyError(image_id)
+                raise UnknownImage(image_id)
         text = " ".join(p for p in (indication, findings or "") if p)
         vectors = self._embed(text, indication)
         priors = self.priors(text, image, image_id, k, exclude, vector=vectors.get(text))

@@ -297,3 +297,23 @@ def test_every_id_a_draft_cites_has_its_citation(loaded: tuple[Container, Path])
                   for group in re.findall(r"\[([^\]]+)\]", part) for i in group.split(";")}  # fmt: skip
         assert inline and inline <= {cit.id for cit in r.citations}, (budget, inline)
         assert "IUXR:1" not in {p.doc_id for p in r.priors}  # its own report: no prior, not even by text
+
+
+def test_only_the_image_asked_for_being_unknown_is_a_404(
+    client: TestClient, loaded: tuple[Container, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c, studies = loaded
+    knee = _image_id(c, "RG3_J2KI.dcm")
+
+    def broken(*_args: object, **_kwargs: object) -> list:
+        raise KeyError("HP:0000001")  # a fault inside the draft, not an unknown image
+
+    monkeypatch.setattr(c.report_generator, "_facts", broken)
+    faulty = TestClient(client.app, raise_server_exceptions=False)
+    files = {"file": ("study.dcm", (studies / "RG1_J2KI.dcm").read_bytes(), "application/dicom")}
+    upload = faulty.post("/v1/reports", data={"indication": "Chest pain."}, files=files)
+    assert upload.status_code == 500 and "no indexed image" not in upload.text
+    indexed = faulty.post("/v1/reports", json={"image_id": knee, "indication": "Leg pain."})
+    assert indexed.status_code == 500 and "no indexed image" not in indexed.text
+    unknown = faulty.post("/v1/reports", json={"image_id": "IMG:2.25.1", "indication": "x"})
+    assert unknown.status_code == 404 and unknown.json()["detail"] == "no indexed image 'IMG:2.25.1'"

@@ -13,7 +13,7 @@ from starlette.datastructures import UploadFile
 from service.api.deps import get_container
 from service.api.uploads import read_upload
 from service.container import Container
-from service.reports.generator import GeneratedReport
+from service.reports.generator import GeneratedReport, UnknownImage
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 Deps = Annotated[Container, Depends(get_container)]
@@ -84,5 +84,5 @@ async def reports(c: Deps, request: Request) -> Any:
         return await run_in_threadpool(  # the generator (image index, encoder) is built in the worker too
             lambda: c.report_generator.generate(body.indication, image, body.image_id, None, body.k, body.mode)
         )
-    except KeyError:
+    except UnknownImage:  # only the image asked for: any other KeyError is a fault (500), not a 404
         raise HTTPException(404, f"no indexed image {body.image_id!r}") from None
