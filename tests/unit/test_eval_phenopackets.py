@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from eval.phenopackets import paired_difference, written
@@ -62,3 +64,60 @@ def test_a_case_written_as_text() -> None:
         "Epileptic seizure, microcephaly and EEG abnormality. No low muscle tone or macrocephaly."
     )
     assert written({"observed": ["HP:0000252"]}, entities) == "Microcephaly."
+
+
+class NoSameAs:
+    """A store without ``SAME_AS`` edges: only the index's own disease ids are targets."""
+
+    def neighbours(self, *_args: object, **_kwargs: object) -> list:
+        return []
+
+
+def small_index():  # noqa: ANN201 - kg.differential.PhenotypeIndex
+    from kg.differential import PhenotypeIndex
+
+    parents = {"HP:0000118": ["HP:0000001"], "HP:0000707": ["HP:0000118"], "HP:0000152": ["HP:0000118"]}
+    parents |= {"HP:0001250": ["HP:0000707"], "HP:0000252": ["HP:0000152"]}
+    annotations = {
+        "OMIM:100001": [("HP:0001250", 0.9, [])],
+        "OMIM:100002": [("HP:0000252", 0.9, [])],
+        "OMIM:100003": [("HP:0001250", 0.2, []), ("HP:0000252", 0.2, [])],
+    }
+    return PhenotypeIndex(sorted({"HP:0000001", *parents}), parents, annotations, {})
+
+
+def test_malformed_lines_and_cases_without_a_known_term_are_counted_never_hits(tmp_path, capsys) -> None:  # noqa: ANN001
+    from eval.phenopackets import evaluate, report
+
+    lines = [
+        json.dumps({"observed": ["HP:0001250"], "diseases": ["OMIM:100001"]}),
+        '{"observed": ["HP:0000252"], "diseases": ["OMIM:100002"]',  # line 2: cut short
+        json.dumps({"observed": ["HP:0000252"]}),  # no diagnosis
+        "",
+        json.dumps({"observed": "HP:0000252", "diseases": ["OMIM:100002"]}),  # line 5: not a list
+        json.dumps({"observed": ["HP:9999999"], "diseases": ["OMIM:100001"]}),  # nothing the index knows
+        json.dumps({"observed": ["HP:0000252"], "diseases": ["MIM:100002"]}),  # the diagnosis spelled MIM:
+        "[1, 2]",
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(lines) + "\n")
+    result = evaluate(small_index(), NoSameAs(), cases)  # type: ignore[arg-type]
+    assert (result["cases"], result["evaluated"], result["unmapped_disease"]) == (7, 2, 0)
+    assert (result["no_known_observed_term"], result["malformed_lines"]) == (1, 4)
+    assert result["malformed"][0].startswith(f"{cases}:2: not JSON (Expecting ',' delimiter")
+    assert result["malformed"][1:] == [
+        f"{cases}:3: 'diseases' not a list of ids",
+        f"{cases}:5: 'observed' not a list of ids",
+        f"{cases}:8: not a JSON object",
+    ]
+    assert result["medkg"] == {"n": 2, "top1": 1.0, "top3": 1.0, "top10": 1.0, "mrr": 1.0}
+    # the halves go by the place among the non-blank lines, malformed ones included: 1st and 6th
+    assert (result["halves"]["tuning"]["medkg"]["n"], result["halves"]["held_out"]["medkg"]["n"]) == (1, 1)
+    report(result)
+    printed = capsys.readouterr().out
+    assert "2 of 7 cases evaluated; 0 with a disease not in the graph; 1 without an observed term the graph knows" in (
+        printed
+    )
+    assert "4 lines not a case, skipped" in printed and f"  {cases}:5: 'observed' not a list of ids" in printed
+    limited = evaluate(small_index(), NoSameAs(), cases, limit=2)  # type: ignore[arg-type]
+    assert (limited["cases"], limited["evaluated"], limited["malformed_lines"]) == (2, 1, 1)
