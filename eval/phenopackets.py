@@ -396,7 +396,11 @@ def report(result: dict) -> None:
             if result.get("no_known_observed_term")
             else ""
         )
-        + (f"; {result['malformed_lines']} lines not a case, skipped" if result.get("malformed_lines") else "")
+        + (
+            f"; {result['malformed_lines']} {'line' if result['malformed_lines'] == 1 else 'lines'} not a case, skipped"
+            if result.get("malformed_lines")
+            else ""
+        )
     )
     for reason in result.get("malformed", []):
         print(f"  {reason}")
