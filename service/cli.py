@@ -386,6 +386,7 @@ def report(
     and reports and knowledge-graph facts about the indication, every sentence cited."""
     from multimodal.dicom import DicomError, read_dicom
     from service.qa.llm import LLMError
+    from service.reports.generator import UnknownImage
 
     if file is None and not image_id:
         raise fail("give a DICOM file or --image-id")
@@ -402,7 +403,7 @@ def report(
                 raise fail(f"{file.name}: {exc.reason}") from None
         try:
             r = c.report_generator.generate(indication, image=image, image_id=image_id, k=k, mode=mode)  # type: ignore[arg-type]
-        except KeyError:
+        except UnknownImage:
             raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
         except LLMError as exc:
             raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None

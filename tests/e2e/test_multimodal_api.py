@@ -225,6 +225,8 @@ def test_cli_ingest_and_report(tmp_path: Path) -> None:
     assert out["technique"].startswith("Computed Radiography of the chest") and "[IUXR:" in out["impression"]
     r = run(["report", str(csv), "--indication", "x"], env, tmp_path)
     assert r.returncode == 2 and "reports.csv" in r.stderr and "Traceback" not in r.stderr
+    r = run(["report", "--image-id", "IMG:2.25.1", "--indication", "x"], env, tmp_path)
+    assert r.returncode == 2 and "no indexed image 'IMG:2.25.1'" in r.stderr.replace("\n", "")
     # MEDKG_PASSAGE_MAX_WORDS cuts reports as it cuts abstracts
     passages = json.loads(run(["stats", "--json"], env, tmp_path).stdout)["categories"]["Passage"]
     short = {**env, "MEDKG_DATA_DIR": str(tmp_path / "short"), "MEDKG_PASSAGE_MAX_WORDS": "10"}
