@@ -54,7 +54,7 @@ from pydicom.uid import (
 from kg.errors import InvalidInput
 from multimodal.deid import Pseudonymizer, deidentify
 
-__all__ = ["DicomError", "DicomImage", "read_dicom", "iter_dicom"]
+__all__ = ["DicomError", "DicomImage", "dicom_files", "read_dicom", "iter_dicom"]
 
 logger = logging.getLogger(__name__)
 
@@ -526,11 +526,38 @@ def _dicomdir_files(path: Path) -> Iterator[Path | DicomError]:
         yield resolved
 
 
-def _walk(folder: Path) -> Iterator[Path]:
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames.sort()
-        for name in sorted(filenames):
-            yield Path(dirpath) / name
+def dicom_files(paths: Iterable[Path | str], *, dicomdirs_in_folders: bool = True) -> Iterator[Path | DicomError]:
+    """The files ``paths`` name, each once (by resolved path): a folder walked recursively in name order,
+    a DICOMDIR given directly followed to the files it references (a file it names that is missing is a
+    :class:`DicomError`). ``dicomdirs_in_folders=False`` skips a DICOMDIR met in a folder walk, which
+    reaches the files it indexes anyway."""
+    seen: set[Path] = set()
+
+    def listed() -> Iterator[Path | DicomError]:
+        for item in paths:
+            path = Path(item)
+            if path.is_dir():
+                for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
+                    dirnames.sort()
+                    for name in sorted(filenames):
+                        file = Path(dirpath) / name
+                        if dicomdirs_in_folders or not _is_dicomdir(file):
+                            yield file
+            elif path.is_file() and _is_dicomdir(path):
+                yield from _dicomdir_files(path)
+            else:
+                yield path
+
+    for entry in listed():
+        if isinstance(entry, Path):
+            try:
+                key = entry.resolve()
+            except OSError:
+                key = entry
+            if key in seen:
+                continue
+            seen.add(key)
+        yield entry
 
 
 def iter_dicom(paths: Iterable[Path | str], pseudonymizer: Pseudonymizer) -> Iterator[DicomImage | DicomError]:
@@ -539,29 +566,10 @@ def iter_dicom(paths: Iterable[Path | str], pseudonymizer: Pseudonymizer) -> Ite
     A folder is walked recursively and every file in it is tried (DICOM files often have no
     extension); a DICOMDIR met in a folder is reported as such (the walk reads its files anyway).
     A DICOMDIR given directly is followed to the files it references. A file reached twice is read once."""
-    seen: set[Path] = set()
-
-    def files() -> Iterator[Path | DicomError]:
-        for item in paths:
-            path = Path(item)
-            if path.is_dir():
-                yield from _walk(path)
-            elif path.is_file() and _is_dicomdir(path):
-                yield from _dicomdir_files(path)
-            else:
-                yield path
-
-    for entry in files():
+    for entry in dicom_files(paths):
         if isinstance(entry, DicomError):
             yield entry
             continue
-        try:
-            key = entry.resolve()
-        except OSError:
-            key = entry
-        if key in seen:
-            continue
-        seen.add(key)
         try:
             yield read_dicom(entry, pseudonymizer)
         except DicomError as exc:

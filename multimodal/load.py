@@ -22,7 +22,7 @@ from tqdm import tqdm
 from kg.graph.base import BaseGraphStore, row_to_relation
 from kg.model import Relation
 from multimodal.deid import Pseudonymizer
-from multimodal.dicom import DicomError, DicomImage, _dicomdir_files, _is_dicomdir, iter_dicom
+from multimodal.dicom import DicomError, DicomImage, dicom_files, iter_dicom
 from multimodal.graph import (
     DEPICTS,
     HAS_IMAGE,
@@ -69,43 +69,14 @@ class ImageLoadResult(FilesRead):
     seconds: float = 0.0
 
 
-def _files(paths: Iterable[Path]) -> Iterator[Path | DicomError]:
-    """The files to read, each once: folders walked (a DICOMDIR met there is skipped: the walk reaches
-    the files it indexes), a DICOMDIR given directly followed to the files it references."""
-    seen: set[Path] = set()
-
-    def listed() -> Iterator[Path | DicomError]:
-        for path in paths:
-            if path.is_dir():
-                for dirpath, dirnames, filenames in os.walk(path, followlinks=False):
-                    dirnames.sort()
-                    for name in sorted(filenames):
-                        if not _is_dicomdir(Path(dirpath) / name):
-                            yield Path(dirpath) / name
-            elif path.is_file() and _is_dicomdir(path):
-                yield from _dicomdir_files(path)
-            else:
-                yield path
-
-    for entry in listed():
-        if isinstance(entry, Path):
-            try:
-                key = entry.resolve()
-            except OSError:
-                key = entry
-            if key in seen:
-                continue
-            seen.add(key)
-        yield entry
-
-
 def read_images(
     paths: Iterable[Path | str], pseudonymizer: Pseudonymizer, tally: FilesRead, progress: bool, desc: str
 ) -> Iterator[tuple[Path, DicomImage]]:
     """Every readable image in ``paths`` (files, folders, DICOMDIRs), de-identified, once, with the
     file it was read from (its name pairs it with a report): the first file of an instance wins.
     Unreadable files are counted in ``tally`` with their reason."""
-    files = list(_files(Path(p) for p in paths))
+    # a DICOMDIR in a folder is skipped: the walk reads its files under their own names
+    files = list(dicom_files(paths, dicomdirs_in_folders=False))
     seen: set[str] = set()
 
     def failed(error: DicomError) -> None:
