@@ -29,6 +29,7 @@ RANKERS = {  # key in a differential run's JSON -> (label, colour)
     "medkg": ("medkg", "#59a14f"),
 }
 RANK_METRICS = {"top1": "top-1", "top3": "top-3", "top10": "top-10", "mrr": "MRR"}
+MALFORMED_SHOWN = 5  # of a differential run's lines that are not a case, the first few named (FILE:LINE: why)
 MAX_LATENCIES = 5000  # per run, for the distribution
 
 
@@ -87,8 +88,10 @@ def collect_runs(out_dir: Path) -> list[dict[str, Any]]:
 
 def collect_differential(out_dir: Path) -> list[dict[str, Any]]:
     """Every differential diagnosis run in ``out_dir`` (``*.differential.json`` of ``medkg eval
-    phenopackets``): the case file, counts, each ranker's top-1/3/10 and MRR, medkg minus each baseline
-    with its intervals, and the ranking latency. Unreadable files are skipped."""
+    phenopackets``): the case file, counts (lines read, cases evaluated, with a diagnosis not in the
+    graph, without an observed term the graph knows, lines not a case with the first few named), each
+    ranker's top-1/3/10 and MRR, medkg minus each baseline with its intervals, and the ranking latency.
+    Unreadable files are skipped; counts an older run did not write read as 0."""
     runs: list[dict[str, Any]] = []
     if not out_dir.is_dir():
         return runs
@@ -106,6 +109,9 @@ def collect_differential(out_dir: Path) -> list[dict[str, Any]]:
                     "cases": int(result["cases"]),
                     "evaluated": int(result["evaluated"]),
                     "unmapped_disease": int(result["unmapped_disease"]),
+                    "no_known_observed_term": int(result.get("no_known_observed_term", 0)),
+                    "malformed_lines": int(result.get("malformed_lines", 0)),
+                    "malformed": [str(m) for m in _list(result.get("malformed"))][:MALFORMED_SHOWN],
                     "rankers": rankers,
                     "medkg_minus": result.get("medkg_minus", {}),
                     "latency_ms": {"p50": float(result["latency_ms_p50"]), "p95": float(result["latency_ms_p95"])},
@@ -114,6 +120,21 @@ def collect_differential(out_dir: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return runs
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _differential_counts(run: dict[str, Any]) -> str:
+    """What became of a differential run's lines, worded as eval.js words it on the page ``/eval``: cases
+    evaluated, left out (diagnosis not in the graph, no observed term the graph knows), lines not a case."""
+    lines = run["malformed_lines"]
+    return (
+        f"{run['evaluated']} of {run['cases']} cases evaluated; {run['unmapped_disease']} whose diagnosis is not "
+        f"in the graph and {run['no_known_observed_term']} without an observed term the graph knows (counted, not "
+        f"ranked); {lines} {'line' if lines == 1 else 'lines'} not a case (skipped)"
+    )
 
 
 def differential_svg(runs: list[dict[str, Any]], width: int = 720) -> str:
@@ -374,6 +395,19 @@ def _differential_table(runs: list[dict[str, Any]]) -> str:
     )
 
 
+def _differential_notes(runs: list[dict[str, Any]]) -> str:
+    """Each differential run's counts, with the first lines that were not a case (FILE:LINE: why)."""
+
+    def examples(r: dict[str, Any]) -> str:
+        named = [f"<li><code>{escape(m)}</code></li>" for m in r["malformed"]]
+        if r["malformed_lines"] > len(r["malformed"]):
+            named.append(f"<li>and {r['malformed_lines'] - len(r['malformed'])} more</li>")
+        return f"<ul>{''.join(named)}</ul>" if named else ""
+
+    items = "".join(f"<li>{escape(r['file'])}: {escape(_differential_counts(r))}{examples(r)}</li>" for r in runs)
+    return f"<ul class='differential-counts'>{items}</ul>"
+
+
 def render_report(out_dir: Path, title: str = "medkg benchmark results") -> str:
     """A self-contained HTML page (no script, no external file) with the charts and tables."""
     runs, differential = collect_runs(out_dir), collect_differential(out_dir)
@@ -381,7 +415,8 @@ def render_report(out_dir: Path, title: str = "medkg benchmark results") -> str:
     if runs:
         body += f"<h2>Accuracy</h2>{accuracy_svg(runs)}<h2>Latency</h2>{latency_svg(runs)}{_table(runs)}"
     if differential:
-        body += f"<h2>Differential diagnosis</h2>{differential_svg(differential)}{_differential_table(differential)}"
+        body += f"<h2>Differential diagnosis</h2>{differential_svg(differential)}"
+        body += f"{_differential_table(differential)}{_differential_notes(differential)}"
     if not runs and not differential:
         body += "<p>No runs yet: run <code>medkg eval medqa FILE</code> (or another benchmark) first.</p>"
     return (

@@ -183,6 +183,56 @@ def test_differential_runs_are_listed_and_plotted(client: TestClient, container:
     assert (eval_dir / "report.html").read_text() == html
 
 
+def test_differential_runs_show_the_cases_left_out_and_the_lines_not_a_case(
+    client: TestClient, container: Container, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/eval says, for each differential run, how many cases were evaluated, how many were left out and
+    why (diagnosis not in the graph, no observed term the graph knows) and how many lines were not a
+    case, naming the first few; report.html says the same."""
+    from eval.phenopackets import evaluate, save
+
+    eval_dir = tmp_path / "eval"  # a folder of its own: this run alone
+    monkeypatch.setattr(container, "settings", container.settings.model_copy(update={"eval_dir": eval_dir}))
+    cases = tmp_path / "bad <lines>.jsonl"
+    lines = [
+        json.dumps({"id": "a", "observed": ["HP:0001166", "HP:0001083"], "diseases": ["OMIM:154700"]}),
+        json.dumps({"id": "b", "observed": ["HP:0001166"], "diseases": ["OMIM:154700"]}),
+        json.dumps({"id": "c", "observed": ["HP:0001166"], "diseases": ["OMIM:999999"]}),  # not in the graph
+        json.dumps({"id": "d", "observed": ["HP:9999999"], "diseases": ["OMIM:154700"]}),  # no term it knows
+        "{not json",
+        *(json.dumps({"id": f"e{i}", "observed": "HP:0001166", "diseases": ["OMIM:154700"]}) for i in range(6)),
+    ]
+    cases.write_text("\n".join(lines) + "\n")
+    result = evaluate(container.phenotype_index, container.graph, cases)
+    save(result, eval_dir, cases)
+    (run_,) = client.get("/v1/eval/runs", headers=AUTH).json()["differential"]
+    counts = ("cases", "evaluated", "unmapped_disease", "no_known_observed_term", "malformed_lines")
+    assert {k: run_[k] for k in counts} == dict(zip(counts, (11, 2, 1, 1, 7), strict=True))
+    assert run_["malformed"] == result["malformed"] and len(run_["malformed"]) == 5  # the first five, FILE:LINE
+    assert run_["malformed"][0] == f"{cases}:5: not JSON (Expecting property name enclosed in double quotes, column 2)"
+    assert run_["malformed"][1] == f"{cases}:6: 'observed' not a list of ids"
+    # the page's script shows every count and the lines named, beside the figures (under the table)
+    assert 'id="dd-notes"' in client.get("/eval").text
+    script = client.get("/static/eval.js").text
+    for key in (*counts, "r.malformed.map"):
+        assert key in script, key
+    said = (
+        "2 of 11 cases evaluated; 1 whose diagnosis is not in the graph and 1 without an observed term the graph "
+        "knows (counted, not ranked); 7 lines not a case (skipped)"
+    )
+    html = render_report(eval_dir)  # the self-contained report says the same, escaped
+    assert f"bad &lt;lines&gt;.jsonl: {said}" in html and "<lines>" not in html
+    assert f"<li><code>{str(cases).replace('<', '&lt;').replace('>', '&gt;')}:5: not JSON" in html
+    assert "<li>and 2 more</li>" in html
+    # a run written before these counts existed reads them as none
+    older = json.loads((eval_dir / "bad <lines>.differential.json").read_text())
+    for key in ("no_known_observed_term", "malformed_lines", "malformed"):
+        del older[key]
+    (eval_dir / "bad <lines>.differential.json").write_text(json.dumps(older))
+    (run_,) = client.get("/v1/eval/runs", headers=AUTH).json()["differential"]
+    assert (run_["no_known_observed_term"], run_["malformed_lines"], run_["malformed"]) == (0, 0, [])
+
+
 def test_qa_lists_every_retrieved_item_and_marks_the_cited(client: TestClient) -> None:
     r = client.post(
         "/v1/qa", json={"question": "Which phenotypes are characteristic of Marfan syndrome?"}, headers=AUTH

@@ -18,8 +18,10 @@ Deps = Annotated[Container, Depends(get_container)]
 def eval_runs(c: Deps) -> dict[str, Any]:
     """Every benchmark run written by ``medkg eval ... --out MEDKG_EVAL_DIR``: accuracy with its 95%
     interval, chance, latency percentiles; the differential diagnosis runs (``medkg eval phenopackets``:
-    top-k and MRR of medkg and its baselines, the differences with their intervals); and the charts as
-    SVG (accuracy by dataset and mode, latency distribution per run, the differential runs)."""
+    top-k and MRR of medkg and its baselines, the differences with their intervals, and what became of
+    the file's lines: ``cases`` read, ``evaluated``, ``unmapped_disease``, ``no_known_observed_term``,
+    ``malformed_lines`` with the first few named in ``malformed``); and the charts as SVG (accuracy by
+    dataset and mode, latency distribution per run, the differential runs)."""
     runs = collect_runs(c.settings.eval_dir)
     differential = collect_differential(c.settings.eval_dir)
     return {

@@ -72,15 +72,22 @@
     }
     $("dd-runs").querySelector("tbody").replaceChildren(...rows);
     $("dd-notes").replaceChildren(
-      ...data.differential.map((r) =>
-        el("li", {
-          text:
-            `${r.file}: ${r.evaluated} of ${r.cases} cases evaluated, ${r.unmapped_disease} whose diagnosis is not ` +
-            `in the graph (counted, not ranked); ranking all diseases p50 ${r.latency_ms.p50} ms, p95 ` +
-            `${r.latency_ms.p95} ms; intervals from a paired bootstrap over the cases` +
+      ...data.differential.map((r) => {
+        // What became of the file's lines (worded as eval_charts.py words it in report.html).
+        const lines = r.malformed_lines;
+        const named = r.malformed.map((m) => el("li", {}, el("code", { text: m })));
+        if (lines > r.malformed.length) named.push(el("li", { text: `and ${lines - r.malformed.length} more` }));
+        return el(
+          "li",
+          { dataset: { run: r.name } },
+          `${r.file}: ${r.evaluated} of ${r.cases} cases evaluated; ${r.unmapped_disease} whose diagnosis is not ` +
+            `in the graph and ${r.no_known_observed_term} without an observed term the graph knows (counted, not ` +
+            `ranked); ${lines} ${lines === 1 ? "line" : "lines"} not a case (skipped); ranking all diseases p50 ` +
+            `${r.latency_ms.p50} ms, p95 ${r.latency_ms.p95} ms; intervals from a paired bootstrap over the cases` +
             (r.finished_at ? `; finished ${r.finished_at}` : ""),
-        }),
-      ),
+          named.length ? el("ul", { class: "malformed" }, named) : null,
+        );
+      }),
     );
     $("dd-section").hidden = false;
   }
