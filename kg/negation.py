@@ -6,11 +6,19 @@ semicolon, a verb that states something new: "and reports", "developed" ...), or
 to say it is absent ("seizures were absent", "hypotonia was not observed"). A cue inside parentheses
 closed before the mention negates nothing after them, and "absence of" negates only the concept right
 after it. Phrases that hold a cue word but negate nothing ("no change in cardiomegaly", "not
-only") are ignored. Words inside the text's linked mentions are part of their concepts, not of the sentence:
-"face with broad temples" does not end a scope, nor does a term named with "no" open one
-(:func:`negated_mentions`). Radiology reports use it for their MENTIONS evidence ("No pneumothorax or large
-pleural effusion."); the differential and the QA count a negated phenotype in a question or case text
-as excluded ("seizures and microcephaly, no hypotonia").
+only", double negatives: "not uncommonly") are ignored. "ruled out" negates either way, as in NegEx:
+what follows it where it opens its clause ("Ruled out pneumonia", "we ruled out", "was ruled out for
+MI"), what it follows otherwise ("pneumonia (was) ruled out, seizures persisted"); "rule out" and "r/o"
+ask a question (an indication), so they negate nothing and end a cue's scope. A colon ends a scope
+unless a cue stands right before it ("Denies: fever, chills"), and a negative value after a colon
+negates the mention before it ("Seizures: absent", "Fever: none", "Pneumothorax: no."). A sentence
+ends at ".", "!", "?" and at a line break, except one inside a wrapped sentence: the next line goes on
+in lower case ("No fever,\\ncough or\\nrash."); a blank line always ends one. Words inside the text's
+linked mentions are part of their concepts, not of the sentence: "face with broad temples" does not
+end a scope, nor does a term named with "no" open one (:func:`negated_mentions`). Radiology reports use
+it for their MENTIONS evidence ("No pneumothorax or large pleural effusion."); the differential and the
+QA count a negated phenotype in a question or case text as excluded ("seizures and microcephaly, no
+hypotonia").
 """
 
 from __future__ import annotations
@@ -22,33 +30,43 @@ __all__ = ["by_polarity", "negated", "negated_in", "negated_mentions"]
 
 # Not "absent", "lack of" or "never" before a mention: in a phenotype description they state a finding
 # ("absent thumbs", "lack of speech", "never walked") and would negate the rest of the sentence.
-_CUE = re.compile(
-    r"\b(?:no|not|without|negative for|free of|absence of|clear of|neither|nor|resolution of|denies|denied)\b",
-    re.IGNORECASE,
-)
+_CUES = r"no|not|without|negative for|free of|absence of|clear of|neither|nor|resolution of|denies|denied"
+_EITHER_WAY = "ruled out"  # a cue where it opens its clause, a clause's own negation after its mention
+_CUE = re.compile(r"\b(?:" + _CUES + "|" + _EITHER_WAY + r")\b", re.IGNORECASE)
 # Phrases with a cue word that negate nothing ("no change in cardiomegaly" states cardiomegaly).
 _PSEUDO = re.compile(
     r"\b(?:no (?:(?:significant|interval|appreciable|new|further)\s+)*"
     r"(?:change|increase|decrease|worsening|improvement)s?"
-    r"|not (?:only|necessarily|changed|significantly changed))\b",
+    r"|not (?:only|necessarily|changed|significantly changed)"
+    r"|not (?:un(?:common|usual|likely|expected)|infrequent|rare)(?:ly)?)\b",  # double negatives
     re.IGNORECASE,
 )
 # What a clause says after a mention to negate it ("... was not observed"): it also ends the scope of
 # its own "not" ("hypotonia was not observed, and the child has seizures").
 _ABSENT_AFTER = r"absent|not (?:present|observed|seen|noted|found|reported|detected)|ruled out|excluded"
+# After a colon, a value that says its heading is absent ("Seizures: absent", "Fever: none.", "Cough: no,
+# ..."): a value only where its clause ends after it ("Respiratory: no cough" opens a scope).
+_ABSENT_VALUE = r":\s*(?:no|none|nil|negative|denie[sd]|" + _ABSENT_AFTER + r")\s*"
 # A cue's scope ends at these (the last one before a mention starts the mention's scope). "with" ends
-# it ("no fever, with seizures"); "without" is a word of its own and does not.
+# it ("no fever, with seizures"); "without" is a word of its own and does not. So does a question ("no
+# fever, rule out pneumonia").
 _CONJUNCTIONS = (
-    r"[;:]|\b(?:but|however|although|though|except|aside from|apart from|yet|which|with"
+    r"[;:]|\b(?:but|however|although|though|except|aside from|apart from|yet|which|with|rule out|r/o"
     r"|there (?:is|are|has been|have been))\b"
 )
 # So does a verb that states something new ("denies fever and reports headache", "no fever, developed
-# seizures") and a clause's own negation after its mention.
+# seizures"), a clause's own negation after its mention, and a value after a colon ("Fever: no, cough").
 _SCOPE_END = re.compile(
-    _CONJUNCTIONS + r"|\b(?:has|had|develop(?:s|ed)|reports?|reported|presents?|presented|shows?|showed"
-    r"|exhibit(?:s|ed)?|" + _ABSENT_AFTER + r")\b",
+    _ABSENT_VALUE + r"(?=[,;.!?])|" + _CONJUNCTIONS
+    + r"|\b(?:has|had|develop(?:s|ed)|reports?|reported|presents?|presented|shows?|showed|exhibit(?:s|ed)?|"
+    + _ABSENT_AFTER + r")\b",
     re.IGNORECASE,
-)
+)  # fmt: skip
+# Where a scope end does not end the scope: a colon right after a cue ("Denies: fever"), and "ruled out"
+# where it opens its clause (a subject aside) or is "ruled out for": a cue there, not the end of a clause.
+_CUE_BEFORE = re.compile(r"\b(?:" + _CUES + "|" + _EITHER_WAY + r")\s*$", re.IGNORECASE)
+_CLAUSE_OPENS = re.compile(r"(?:^|[,;:(])\s*(?:(?:we|i|they|he|she)\s+(?:(?:have|has|had)\s+)?)?$", re.IGNORECASE)
+_FOR = re.compile(r"\s+for\b", re.IGNORECASE)
 # A cue that negates only the concept right after it: "absence of the corpus callosum, seizures"
 # states the seizures (and in a phenotype text "absence of" often names a finding).
 _NARROW_CUE = re.compile(r"\babsence of\b", re.IGNORECASE)
@@ -61,7 +79,13 @@ _POST = re.compile(
     r"^\W*(?:(?:and|or|nor)\W+)?(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:" + _ABSENT_AFTER + r")\b",
     re.IGNORECASE,
 )
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_POST_VALUE = re.compile(r"^[^\w:]*(?:(?:and|or)[^\w:]+)?" + _ABSENT_VALUE + r"(?:[,;.!?]|$)", re.IGNORECASE)
+# A line break ends a sentence unless the next line goes on in lower case (a wrapped line); a blank
+# line always ends one.
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n(?![^\S\n]*[a-z])")
+# What stands for another mention in a text read around one (neither a word nor white space: a mention
+# before "ruled out", or between a colon's "no" and a comma, still stands there).
+_HIDDEN = "\x00"
 
 
 def negated(before: str, after: str = "") -> bool:
@@ -69,9 +93,13 @@ def negated(before: str, after: str = "") -> bool:
     negated."""
     scope = before
     for end in _SCOPE_END.finditer(before):
-        scope = before[end.end() :]
+        if end.group().lower() == _EITHER_WAY:
+            opens = _CLAUSE_OPENS.search(before, 0, end.start()) or _FOR.match(before, end.end())
+            scope = before[end.start() if opens else end.end() :]  # from the cue, or after the clause's end
+        elif not (end.group() == ":" and _CUE_BEFORE.search(before, 0, end.start())):
+            scope = before[end.end() :]
     clause = after[: m.start()] if (m := _CLAUSE_END.search(after)) else after
-    if _POST.match(clause):
+    if _POST.match(clause) or _POST_VALUE.match(after):
         return True
     scope = _PSEUDO.sub(" ", _PARENTHESES.sub(" ", scope))
     cues = list(_CUE.finditer(scope))
@@ -83,28 +111,38 @@ def negated(before: str, after: str = "") -> bool:
 
 def negated_in(text: str, start: int, end: int) -> bool:
     """Whether the mention at ``text[start:end]`` is negated within its sentence."""
-    sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+    return _negated_in(text, text, start, end)
+
+
+def _negated_in(text: str, read: str, start: int, end: int) -> bool:
+    """Whether the mention at ``text[start:end]`` is negated, its sentence found in ``text`` and read in
+    ``read`` (the same text with other mentions hidden)."""
+    sentence_start = 0
+    for m in _SENTENCE_END.finditer(text):  # the whole text: a line break looks at the next line
+        if m.end() > start:
+            break
+        sentence_start = m.end()
     following = _SENTENCE_END.search(text, end)
-    return negated(text[sentence_start:start], text[end : following.start() if following else len(text)])
+    return negated(read[sentence_start:start], read[end : following.start() if following else len(text)])
 
 
 def negated_mentions(text: str, spans: list[tuple[int, int]]) -> list[bool]:
     """For each mention ``(start, end)`` of ``text``, whether it is negated, reading the text with the
     other mentions (those that do not overlap it) blanked out: a cue or a scope's end inside another
-    concept's own words counts for nothing."""
+    concept's own words counts for nothing. Sentences are those of the text itself."""
 
     def blanked(keep: tuple[int, int] | None) -> str:
         chars = list(text)
         for s, e in spans:
             if keep is None or e <= keep[0] or s >= keep[1]:
-                chars[s:e] = " " * (e - s)
+                chars[s:e] = _HIDDEN * (e - s)
         return "".join(chars)
 
     every = blanked(None)  # a mention's own words are never read: one text serves all but overlapping ones
     out = []
     for i, (start, end) in enumerate(spans):
         overlapped = any(s < end and e > start for j, (s, e) in enumerate(spans) if j != i)
-        out.append(negated_in(blanked((start, end)) if overlapped else every, start, end))
+        out.append(_negated_in(text, blanked((start, end)) if overlapped else every, start, end))
     return out
 
 

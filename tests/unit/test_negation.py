@@ -58,6 +58,82 @@ def test_negated_in(text: str, mention: str, expected: bool) -> None:
     assert _at(text, mention) is expected
 
 
+@pytest.mark.parametrize(
+    ("text", "mention", "expected"),
+    [
+        # "ruled out" negates what follows it where it opens its clause or is "ruled out for" (NegEx's
+        # pre-negation "ruled out"), and what it follows otherwise ("Pneumonia was ruled out, seizures")
+        ("Ruled out pneumonia.", "pneumonia", True),
+        ("Ruled out: pneumothorax", "pneumothorax", True),
+        ("Impression: ruled out pneumonia and sepsis.", "sepsis", True),
+        ("We ruled out pneumonia.", "pneumonia", True),
+        ("He was ruled out for myocardial infarction.", "myocardial infarction", True),
+        ("Pneumonia was ruled out, seizures persisted.", "seizures", False),
+        ("Pneumonia ruled out, seizures persisted.", "seizures", False),
+        ("Pneumonia ruled out, seizures persisted.", "Pneumonia", True),
+        # "rule out" / "r/o" asks a question (an indication): it negates nothing and ends a cue's scope
+        ("Rule out: pneumothorax", "pneumothorax", False),
+        ("Indication: rule out pneumonia.", "pneumonia", False),
+        ("No fever, rule out pneumonia.", "pneumonia", False),
+        ("No fever, r/o pneumonia.", "pneumonia", False),
+        ("No fever, rule out pneumonia.", "fever", True),
+        # a cue right before a colon governs the list after it
+        ("Denies: fever, chills or night sweats.", "night sweats", True),
+        ("Negative for: ataxia.", "ataxia", True),
+        # a negative value after a colon negates the mention before it, and ends its own scope
+        ("Seizures: absent.", "Seizures", True),
+        ("Fever: none", "Fever", True),
+        ("Pneumothorax: no.", "Pneumothorax", True),
+        ("Seizures: negative, hypotonia: present.", "Seizures", True),
+        ("Seizures: present", "Seizures", False),
+        ("Fever: no, cough: yes.", "cough", False),
+        ("Respiratory: no cough.", "cough", True),  # "no" opens a scope here, it is not a value
+        ("Respiratory: no cough.", "Respiratory", False),
+        # a line break inside a sentence (a wrapped line: the next one starts in lower case) keeps the scope
+        ("No fever,\ncough or\nrash.", "fever", True),
+        ("No fever,\ncough or\nrash.", "cough", True),
+        ("No fever,\ncough or\nrash.", "rash", True),
+        ("No fever,\n  cough.", "cough", True),
+        # a blank line, a new line that starts a new sentence or item, or a full stop ends it
+        ("No fever,\n\ncough.", "cough", False),
+        ("No fever\nCough since Monday.", "Cough", False),
+        ("No fever\n- cough", "cough", False),
+        ("No fever.\ncough.", "cough", False),
+        # double negatives state a finding
+        ("Not uncommonly, patients have seizures.", "seizures", False),
+        ("Not infrequently, seizures occur.", "seizures", False),
+        ("It is not unusual to find hypotonia.", "hypotonia", False),
+        ("Not rare: hypotonia.", "hypotonia", False),
+        ("Not only seizures but also hypotonia.", "seizures", False),
+        ("Not only seizures but also hypotonia.", "hypotonia", False),
+        ("Not unusual for seizures.", "seizures", False),
+    ],
+)
+def test_negation_gaps(text: str, mention: str, expected: bool) -> None:
+    assert _at(text, mention) is expected
+
+
+def test_mentions_read_without_other_mentions_keep_their_places() -> None:
+    """A mention blanked out still stands between the words around it: "ruled out" after one is the
+    post-negation, a value after a colon is a value, and a mention at the start of a line starts it."""
+
+    def spans(text: str, *words: str) -> list[tuple[int, int]]:
+        return [(text.index(w), text.index(w) + len(w)) for w in words]
+
+    text = "Pneumonia ruled out, seizures persisted."
+    assert negated_mentions(text, spans(text, "Pneumonia", "seizures")) == [True, False]
+    text = "Ruled out pneumonia, sepsis and meningitis."
+    assert negated_mentions(text, spans(text, "pneumonia", "sepsis", "meningitis")) == [True, True, True]
+    text = "Respiratory: no cough, wheeze or dyspnoea."
+    assert negated_mentions(text, spans(text, "cough", "wheeze", "dyspnoea")) == [True, True, True]
+    text = "Seizures and hypotonia: absent; microcephaly."
+    assert negated_mentions(text, spans(text, "Seizures", "hypotonia", "microcephaly")) == [True, True, False]
+    text = "No fever,\ncough or\nrash.\nSeizures since birth."
+    assert negated_mentions(text, spans(text, "fever", "cough", "rash", "Seizures")) == [True, True, True, False]
+    text = "No fever\nCough since Monday."
+    assert negated_mentions(text, spans(text, "fever", "Cough")) == [True, False]
+
+
 def test_negated_reads_the_text_around_the_mention() -> None:
     assert negated("There is no ") and not negated("There is ")
     assert negated("", " is absent") and not negated("", " is present")
