@@ -61,8 +61,9 @@ MAX_TERM_TOKENS = 12
 # Bumped whenever the rules above change what a text links to (a stored document linked under an
 # older version is then found by `medkg relink`, through the linker's signature).
 # 3: a vector-linked long form's short forms replace their lexicon links; no records. 4: accents folded,
-# white space inside a line ignored, hyphenated terms also matched spaced
-LINKER_VERSION = 4
+# white space inside a line ignored, hyphenated terms also matched spaced. 5: negation ('ruled out',
+# 'Seizures: absent', wrapped lines, double negatives) changes the stored `negated` flags of reports
+LINKER_VERSION = 5
 
 
 @dataclass(frozen=True)
