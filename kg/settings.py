@@ -6,6 +6,7 @@ receives the values it needs. Defaults run fully offline on the embedded graph s
 
 from __future__ import annotations
 
+import ipaddress
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
@@ -159,6 +160,15 @@ class Settings(BaseSettings):
     cors_origins: str = Field(
         default="", description="Comma-separated origins allowed by CORS ('*' = any); empty = no CORS headers."
     )
+    trusted_proxies: str = Field(
+        default="",
+        description=(
+            "Comma-separated IP addresses or CIDR networks of the reverse proxies in front of the API; their "
+            "X-Forwarded-For / Forwarded headers name the client (the right-most address that is not one of them), "
+            "which keys the rate limit and, without API keys, must be loopback. Empty = believe no such header: "
+            "without API keys a request that carries one is refused."
+        ),
+    )
     max_upload_bytes: int = Field(
         default=64 * 1024 * 1024, ge=1024, description="Largest multipart upload accepted, e.g. a DICOM (413)."
     )
@@ -230,6 +240,32 @@ class Settings(BaseSettings):
                     raise ValueError(f"entry {n}: a 'sha256:' entry needs exactly 64 hex digits after the prefix")
         return SecretStr(",".join(entries))
 
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _check_trusted_proxies(cls, value: str) -> str:
+        entries = []
+        for entry in (e.strip() for e in value.split(",")):
+            if not entry:
+                continue
+            if entry == "*":
+                raise ValueError("'*' would believe any client's word for its address: name the proxies")
+            try:
+                network = ipaddress.ip_network(entry)  # strict: '10.0.0.1/8' is a typo, not a network
+            except ValueError as exc:
+                if "host bits" in str(exc):
+                    meant = ipaddress.ip_network(entry, strict=False)
+                    raise ValueError(f"{entry!r} has host bits set: did you mean {meant}?") from None
+                raise ValueError(
+                    f"{entry!r} is not an IP address or CIDR network (host names are not resolved)"
+                ) from None
+            if network.num_addresses == 1:
+                address = network.network_address
+                mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:192.0.2.1 is how 192.0.2.1 connects
+                entries.append(str(mapped or address))
+            else:
+                entries.append(str(network))
+        return ",".join(entries)
+
     @model_validator(mode="after")
     def _llm_needs_model(self) -> Settings:
         if self.llm_base_url and not self.llm_model:
@@ -247,6 +283,11 @@ class Settings(BaseSettings):
     @property
     def cors_origin_list(self) -> list[str]:
         return [o.strip() for o in self.cors_origins.split(",") if o.strip()]
+
+    @property
+    def trusted_proxy_list(self) -> list[str]:
+        """MEDKG_TRUSTED_PROXIES as its entries (validated addresses and networks)."""
+        return [p for p in self.trusted_proxies.split(",") if p]
 
 
 def load_settings(**overrides: object) -> Settings:

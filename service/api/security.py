@@ -10,6 +10,13 @@ Install it with :func:`install_security`. Error responses look like::
 Keys (``MEDKG_API_KEYS``) are hashed at install time; only their SHA-256 digests stay in memory,
 and a configured ``sha256:<hex>`` entry is used as is, so a deployment need not hold the plaintext.
 Without keys the API serves loopback clients only (``127.0.0.1``, ``::1``) and says so at start-up.
+
+Behind a reverse proxy every request comes from the proxy. ``MEDKG_TRUSTED_PROXIES`` names the proxies
+whose ``X-Forwarded-For`` / ``Forwarded: for=`` headers are believed (:class:`ProxyTrust`): the client is
+the right-most address of the chain that is not a trusted proxy, and that address is what the loopback
+check, the rate buckets and ``request.client`` (so the access log) see. Without keys, a request that
+carries such a header from any other peer is refused, and so is one from a trusted proxy that names no
+client: either would otherwise make a remote client look local.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, NamedTuple
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -42,6 +49,8 @@ __all__ = [
     "ApiKeyRing",
     "BodySizeLimitMiddleware",
     "ErrorBody",
+    "ForwardedClient",
+    "ProxyTrust",
     "RateLimiter",
     "SecurityMiddleware",
     "SecurityState",
@@ -182,6 +191,169 @@ def is_loopback(host: str | None) -> bool:
     return ip.is_loopback
 
 
+# --- reverse proxies -------------------------------------------------------------------------------
+
+_Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+_Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _address(text: str) -> _Address | None:
+    """An IP address as a socket or a proxy reports it, IPv4-mapped IPv6 as IPv4; None if it is not one."""
+    try:
+        ip = ipaddress.ip_address(text.split("%", 1)[0])
+    except ValueError:
+        return None
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
+
+
+def _node(text: str) -> tuple[_Address, int] | None:
+    """One hop of a forwarding header: ``1.2.3.4``, ``1.2.3.4:80``, ``2001:db8::1``, ``[2001:db8::1]`` or
+    ``[2001:db8::1]:80``. None for anything else ("unknown", an obfuscated ``_name``, garbage)."""
+    text = text.strip()
+    port_text = None
+    if text.startswith("["):
+        inside, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            return None
+        text, port_text = inside, (rest[1:] if rest else None)
+    elif text.count(":") == 1:
+        text, port_text = text.split(":")
+    port = 0
+    if port_text is not None:
+        # ASCII digits only, and few of them (int() of a huge digit string raises)
+        if not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5):
+            return None
+        port = int(port_text)
+    if not text or "%" in text or port > 65535:
+        return None
+    ip = _address(text)
+    return (ip, port) if ip is not None else None
+
+
+def _forwarded_for(value: str) -> list[str | None]:
+    """The ``for=`` of each element of an RFC 7239 ``Forwarded`` header, in order (None where an element
+    has none or cannot be read). Quoted strings may hold ``,``, ``;`` and ``=``."""
+    elements: list[str | None] = []
+    pairs: dict[str, str] = {}
+    token, quoted, escaped, broken = "", False, False, False
+
+    def end_pair() -> None:
+        nonlocal token, broken
+        name, eq, val = token.partition("=")
+        name = name.strip().lower()
+        if eq and name and name not in pairs:
+            pairs[name] = val.strip()
+        elif eq or name or val.strip():
+            broken = True
+        token = ""
+
+    def end_element() -> None:
+        nonlocal pairs, broken
+        end_pair()
+        for_value = pairs.get("for")
+        if for_value is not None and for_value.startswith('"'):
+            for_value = for_value[1:-1] if len(for_value) > 1 and for_value.endswith('"') else None
+        elements.append(None if broken or not for_value else for_value)
+        pairs, broken = {}, False
+
+    for ch in value:
+        if escaped:
+            token += ch
+            escaped = False
+        elif quoted:
+            if ch == "\\":
+                escaped = True
+                continue
+            token += ch
+            quoted = ch != '"'
+        elif ch == '"':
+            token += ch
+            quoted = True
+        elif ch == ";":
+            end_pair()
+        elif ch == ",":
+            end_element()
+        else:
+            token += ch
+    if quoted or escaped:
+        broken = True
+    end_element()
+    return elements
+
+
+class ForwardedClient(NamedTuple):
+    """Who sent a request: the socket ``peer``, and the ``host`` it is taken to come from (None: unknown)."""
+
+    host: str | None
+    port: int
+    peer: str
+    #: whether the request carries X-Forwarded-For or Forwarded
+    forwarded: bool
+    #: whether the peer is a trusted proxy (so those headers were believed)
+    trusted_peer: bool
+
+
+class ProxyTrust:
+    """The reverse proxies whose forwarding headers are believed (``MEDKG_TRUSTED_PROXIES``)."""
+
+    def __init__(self, networks: Iterable[_Network] = ()) -> None:
+        self.networks: tuple[_Network, ...] = tuple(networks)
+
+    @classmethod
+    def from_config(cls, configured: str | Iterable[str]) -> ProxyTrust:
+        """Addresses and CIDR networks, a list or comma-separated (validated by the settings)."""
+        entries = configured.split(",") if isinstance(configured, str) else configured
+        return cls(ipaddress.ip_network(e.strip(), strict=False) for e in entries if e.strip())
+
+    def __bool__(self) -> bool:
+        return bool(self.networks)
+
+    def trusts(self, ip: _Address | None) -> bool:
+        return ip is not None and any(ip.version == n.version and ip in n for n in self.networks)
+
+    def _walk(self, hops: list[str | None]) -> tuple[_Address, int] | None:
+        # The standard algorithm: each proxy appends the address it saw, so read from the right and stop
+        # at the first hop that is not a trusted proxy; what is further left is the client's own word.
+        nodes = []
+        for hop in reversed(hops):
+            node = _node(hop) if hop is not None else None
+            if node is None:
+                return None
+            if not self.trusts(node[0]):
+                return node
+            nodes.append(node)
+        return nodes[-1] if nodes else None  # every hop a trusted proxy: the left-most is the client
+
+    def resolve(self, peer: str | None, headers: Headers) -> ForwardedClient:
+        """The client of a request from ``peer``: the peer itself, unless it is a trusted proxy and
+        says whom it forwards for. Malformed headers, or two that disagree, give an unknown client."""
+        peer = peer or ""
+        peer_ip = _address(peer.strip("[]"))
+        own = str(peer_ip) if peer_ip is not None else peer
+        xff = headers.getlist("x-forwarded-for")
+        fwd = headers.getlist("forwarded")
+        forwarded = bool(xff or fwd)
+        if not self.trusts(peer_ip):
+            return ForwardedClient(own or None, 0, peer, forwarded, False)
+        if not forwarded:
+            return ForwardedClient(own, 0, peer, False, True)
+        found: list[tuple[_Address, int] | None] = []
+        if xff:
+            found.append(self._walk(",".join(xff).split(",")))
+        if fwd:
+            found.append(self._walk(_forwarded_for(",".join(fwd))))
+        named = [f for f in found if f is not None]
+        if len(named) != len(found) or len({ip for ip, _ in named}) != 1:
+            return ForwardedClient(None, 0, peer, True, True)
+        ip, port = named[0]
+        return ForwardedClient(str(ip), port, peer, True, True)
+
+    def __repr__(self) -> str:
+        return f"ProxyTrust({', '.join(map(str, self.networks)) or 'none'})"
+
+
 # --- rate limit ------------------------------------------------------------------------------------
 
 
@@ -240,6 +412,7 @@ class SecurityState:
         self.limiter = RateLimiter(settings.rate_limit_per_minute)
         self.max_request_bytes = settings.max_request_bytes
         self.cors_origins = tuple(settings.cors_origin_list)
+        self.proxies = ProxyTrust.from_config(settings.trusted_proxy_list)
 
     @property
     def open_mode(self) -> bool:
@@ -247,7 +420,7 @@ class SecurityState:
 
     def __repr__(self) -> str:
         mode = "open (loopback only)" if self.open_mode else f"{len(self.keys)} API key(s)"
-        return f"SecurityState({mode}, {self.limiter!r}, max_request_bytes={self.max_request_bytes})"
+        return f"SecurityState({mode}, {self.limiter!r}, {self.proxies!r}, max_request_bytes={self.max_request_bytes})"
 
 
 def _path(scope: Scope) -> str:
@@ -266,7 +439,10 @@ def _too_many(wait: float) -> JSONResponse:
 class SecurityMiddleware:
     """API keys (401), loopback-only open mode (403) and the per-caller rate limit (429).
 
-    Sets ``request.state.api_caller`` to ``"key:<digest>"`` or ``"host:<address>"``.
+    The client is the socket peer, or the one a trusted proxy names (:class:`ProxyTrust`); a client a
+    proxy names replaces ``scope["client"]`` (so ``request.client`` and the access log show it), and the
+    peer stays in ``request.state.api_peer``. Sets ``request.state.api_caller`` to ``"key:<digest>"`` or
+    ``"host:<address>"`` (``"host:unknown"`` where the headers could not be read).
     """
 
     def __init__(self, app: ASGIApp, state: SecurityState) -> None:
@@ -278,14 +454,18 @@ class SecurityMiddleware:
             await self.app(scope, receive, send)
             return
         path = _path(scope)
-        client = scope.get("client")
-        host = client[0] if client else ""
+        peer = scope.get("client")
+        headers = Headers(scope=scope)
+        who = self.state.proxies.resolve(peer[0] if peer else None, headers)
+        if who.trusted_peer and who.host is not None and who.forwarded:
+            scope["client"] = (who.host, who.port)
+        host = who.host or ""
         limiter = self.state.limiter
         refusal: Response | None = None
-        caller = f"host:{host}"
+        caller = f"host:{who.host or 'unknown'}"
         if path not in PUBLIC_PATHS and not path.startswith(PUBLIC_PREFIXES):
             if self.state.keys:
-                presented = _presented_key(Headers(scope=scope))
+                presented = _presented_key(headers)
                 digest = self.state.keys.match(presented) if presented is not None else None
                 if digest is None:
                     # Failed attempts draw on the address's bucket, which slows key guessing.
@@ -301,13 +481,9 @@ class SecurityMiddleware:
                         refusal = error_response(401, detail, headers={"WWW-Authenticate": "Bearer"})
                 else:
                     caller = f"key:{digest}"
-            elif not is_loopback(host):
-                refusal = error_response(
-                    403,
-                    "no API keys are configured, so this API serves loopback clients only: "
-                    "set MEDKG_API_KEYS to serve other clients",
-                )
-            elif reason := _foreign_page(Headers(scope=scope), host):
+            elif reason := _not_local(who):
+                refusal = error_response(403, reason)
+            elif reason := _foreign_page(headers, host):
                 refusal = error_response(403, reason)
         public = path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
         if refusal is None and not public:  # pages, static files and probes cost no bucket
@@ -320,8 +496,38 @@ class SecurityMiddleware:
                 return
             await refusal(scope, receive, send)
             return
-        scope.setdefault("state", {})["api_caller"] = caller
+        state = scope.setdefault("state", {})
+        state["api_caller"] = caller
+        state["api_peer"] = who.peer
         await self.app(scope, receive, send)
+
+
+def _not_local(who: ForwardedClient) -> str | None:
+    """Why an open-mode (no keys) request is not from this machine, or None."""
+    if who.forwarded and not who.trusted_peer:
+        # A proxy on this machine makes every client look local; its headers are the only sign.
+        return (
+            f"no API keys are configured, so this API serves loopback clients only, and this request was "
+            f"forwarded (X-Forwarded-For or Forwarded) by {who.peer or 'a peer'}, which is not a trusted proxy: "
+            "set MEDKG_API_KEYS to serve other clients, or MEDKG_TRUSTED_PROXIES to the proxy's address"
+        )
+    if who.trusted_peer and not who.forwarded:
+        return (
+            f"no API keys are configured, so this API serves loopback clients only, and this request came from "
+            f"the trusted proxy {who.peer} without naming its client: the proxy must send X-Forwarded-For "
+            "(nginx: proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for) or Forwarded"
+        )
+    if who.host is None and who.forwarded:
+        return (
+            "no API keys are configured, so this API serves loopback clients only, and the client's address "
+            "could not be read from X-Forwarded-For / Forwarded (malformed, unknown, or the two disagree)"
+        )
+    if not is_loopback(who.host):
+        return (
+            "no API keys are configured, so this API serves loopback clients only: "
+            "set MEDKG_API_KEYS to serve other clients"
+        )
+    return None
 
 
 def _hostname(value: str) -> str:
@@ -467,9 +673,18 @@ def startup_warning(settings: Settings) -> str | None:
         return None
     text = (
         "WARNING: MEDKG_API_KEYS is not set: the medkg API needs no key and serves loopback clients "
-        "(127.0.0.1, ::1) only; every other client gets 403. Set MEDKG_API_KEYS to serve other hosts "
-        "(behind a reverse proxy on this machine, every client looks local: set keys there too)."
+        "(127.0.0.1, ::1) only; every other client gets 403. Set MEDKG_API_KEYS to serve other hosts."
     )
+    if settings.trusted_proxy_list:
+        text += (
+            f" Requests from the trusted proxies ({', '.join(settings.trusted_proxy_list)}) are served when the "
+            "client they name in X-Forwarded-For / Forwarded is loopback."
+        )
+    else:
+        text += (
+            " Behind a reverse proxy every client looks local: a request that carries X-Forwarded-For or "
+            "Forwarded is refused unless MEDKG_TRUSTED_PROXIES names the proxy."
+        )
     if not is_loopback(settings.api_host):
         text += f" The API binds to {settings.api_host}, which other hosts can reach, and they will be refused."
     return text

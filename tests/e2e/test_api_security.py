@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
 from kg.settings import load_settings
@@ -317,3 +318,208 @@ def test_body_limit_counts_chunks_as_they_arrive_and_leaves_streams_alone() -> N
     sent, _ = run([b"x" * 600])
     assert sent[0]["status"] == 200
     assert [m["body"] for m in sent[1:] if m.get("body")] == [b"part0;", b"part1;", b"part2;"]
+
+
+# --- reverse proxies: MEDKG_TRUSTED_PROXIES, X-Forwarded-For and Forwarded ----------------------------
+
+PROXY = ("127.0.0.1", 40000)  # nginx on this machine, proxying to 127.0.0.1:8000
+LOCAL_URL = "http://127.0.0.1:8000"
+
+
+def with_whoami(app: FastAPI) -> FastAPI:
+    """A route that shows what the app (and so its logs) sees as the client and the caller."""
+
+    def whoami(request: Request) -> dict[str, Any]:
+        return {"client": request.client.host if request.client else None, "caller": request.state.api_caller}
+
+    app.add_api_route("/v1/whoami", whoami)
+    return app
+
+
+def test_open_mode_refuses_forwarded_requests_from_a_peer_that_is_not_a_trusted_proxy(tmp_path: Path) -> None:
+    """A proxy on this machine makes every client look local: without keys and without MEDKG_TRUSTED_PROXIES,
+    a request that says it was forwarded for someone is refused, whatever address it names."""
+    app = make_app(tmp_path)
+    with TestClient(app, client=PROXY, base_url=LOCAL_URL) as c:
+        assert c.get("/v1/stats").status_code == 200  # local use without such headers is unaffected
+        for headers in (
+            {"X-Forwarded-For": "203.0.113.7"},
+            {"X-Forwarded-For": "127.0.0.1"},  # a remote client behind a pass-through proxy can claim this
+            {"x-forwarded-for": "::1"},
+            {"Forwarded": "for=203.0.113.7;proto=https"},
+            {"Forwarded": "for=127.0.0.1"},
+            {"X-Forwarded-For": ""},
+            {"X-Forwarded-For": "garbage"},
+        ):
+            r = c.get("/v1/stats", headers=headers)
+            body = assert_error(r, 403, "forbidden")
+            assert "MEDKG_API_KEYS" in body["detail"] and "MEDKG_TRUSTED_PROXIES" in body["detail"], headers
+            assert c.post("/v1/sessions", headers=headers).status_code == 403
+        assert c.get("/healthz", headers={"X-Forwarded-For": "203.0.113.7"}).status_code == 200  # probes stay public
+    with TestClient(app, base_url=LOCAL_URL) as default:  # TestClient's own "testclient" peer: the same rule
+        assert default.get("/v1/stats", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 403
+
+
+def test_a_trusted_proxy_names_the_client_in_open_mode(tmp_path: Path) -> None:
+    app = make_app(tmp_path, trusted_proxies="127.0.0.1")
+    with TestClient(app, client=PROXY, base_url=LOCAL_URL) as c:
+        # nginx: proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for (appends the address it saw)
+        remote = c.get("/v1/stats", headers={"X-Forwarded-For": "203.0.113.7"})
+        body = assert_error(remote, 403, "forbidden")
+        assert "loopback" in body["detail"] and "MEDKG_API_KEYS" in body["detail"]
+        assert c.get("/v1/stats", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 200  # a local user
+        # a remote client that sends its own header: the proxy appends the address it saw, the right-most counts
+        assert c.get("/v1/stats", headers={"X-Forwarded-For": "127.0.0.1, 203.0.113.7"}).status_code == 403
+        assert c.get("/v1/stats", headers={"Forwarded": "for=203.0.113.7;proto=https"}).status_code == 403
+        assert c.get("/v1/stats", headers={"Forwarded": 'for="[2001:db8:cafe::17]:4711"'}).status_code == 403
+        assert c.get("/v1/stats", headers={"Forwarded": "for=127.0.0.1;proto=http"}).status_code == 200
+        assert c.get("/v1/stats", headers={"Forwarded": 'For="[::1]:4711"'}).status_code == 200
+        # A trusted proxy that names no client: it is not the client; refuse rather than serve the world.
+        unnamed = c.get("/v1/stats")
+        assert_error(unnamed, 403, "forbidden")
+        assert "X-Forwarded-For" in unnamed.json()["detail"]
+        # Malformed or unknown addresses: the client is unknown, never loopback, never a crash.
+        for headers in (
+            {"X-Forwarded-For": ""},
+            {"X-Forwarded-For": "localhost"},
+            {"X-Forwarded-For": "127.0.0.1, "},
+            {"X-Forwarded-For": "127.0.0.1,,"},
+            {"X-Forwarded-For": "999.0.0.1"},
+            {"X-Forwarded-For": "127.0.0.1:notaport"},
+            {"X-Forwarded-For": "127.0.0.1:" + "9" * 5000},  # int() of it would raise
+            {"X-Forwarded-For": "[::1"},
+            {"X-Forwarded-For": "127.0.0.1/8"},
+            {"X-Forwarded-For": "unknown"},
+            {"X-Forwarded-For": "\u00e9\u00e9".encode()},  # not latin-1 text
+            {"Forwarded": "for="},
+            {"Forwarded": "for=unknown"},
+            {"Forwarded": "for=_hidden"},
+            {"Forwarded": "proto=https"},
+            {"Forwarded": 'for="[::1'},
+            {"Forwarded": 'for="127.0.0.1'},
+            {"Forwarded": "garbage"},
+            {"Forwarded": ";;,,"},
+            # both headers, naming different clients: one of them came from the client itself
+            {"X-Forwarded-For": "127.0.0.1", "Forwarded": "for=203.0.113.7"},
+            {"X-Forwarded-For": "203.0.113.7", "Forwarded": "for=127.0.0.1"},
+        ):
+            r = c.get("/v1/stats", headers=headers)
+            assert_error(r, 403, "forbidden")
+        both = {"X-Forwarded-For": "127.0.0.1", "Forwarded": "for=127.0.0.1"}
+        assert c.get("/v1/stats", headers=both).status_code == 200
+    # A peer that is not a trusted proxy is its own client, whatever it says.
+    with TestClient(app, client=REMOTE) as c:
+        assert c.get("/v1/stats", headers={"X-Forwarded-For": "127.0.0.1"}).status_code == 403
+
+
+def test_a_chain_of_trusted_proxies(tmp_path: Path) -> None:
+    """The client is the right-most address that is not a trusted proxy; malformed entries left of it
+    do not matter (a client can write anything there)."""
+    app = with_whoami(make_app(tmp_path, trusted_proxies="127.0.0.1, 10.0.0.0/8"))
+    with TestClient(app, client=PROXY, base_url=LOCAL_URL) as c:
+        r = c.get("/v1/whoami", headers={"X-Forwarded-For": "::1, 10.1.2.3"})
+        assert r.status_code == 200 and r.json() == {"client": "::1", "caller": "host:::1"}
+        r = c.get("/v1/whoami", headers={"X-Forwarded-For": "garbage, 127.0.0.1, ::1, 10.1.2.3"})
+        assert r.status_code == 200 and r.json()["client"] == "::1"
+        assert c.get("/v1/whoami", headers={"X-Forwarded-For": "::1, 203.0.113.7, 10.1.2.3"}).status_code == 403
+        # every hop a trusted proxy: the left-most is the client (a request of a proxy host itself)
+        r = c.get("/v1/whoami", headers={"X-Forwarded-For": "127.0.0.1, 10.9.9.9"})
+        assert r.status_code == 200 and r.json()["client"] == "127.0.0.1"
+        # two header lines are one list, in order
+        r = c.get("/v1/whoami", headers=[("X-Forwarded-For", "::1"), ("X-Forwarded-For", "10.1.2.3")])
+        assert r.status_code == 200 and r.json()["client"] == "::1"
+    with TestClient(app, client=("10.4.4.4", 1234), base_url=LOCAL_URL) as c:
+        r = c.get("/v1/whoami", headers={"Forwarded": 'for=127.0.0.1, for="10.0.0.7";by=10.4.4.4'})
+        assert r.status_code == 200 and r.json()["client"] == "127.0.0.1"
+
+
+def test_rate_buckets_and_the_app_see_the_client_a_trusted_proxy_names(tmp_path: Path) -> None:
+    """Behind a proxy every request comes from the proxy: the bucket (and request.client, which the
+    access log and the app see) must be the client it forwards for, not one bucket for everyone."""
+    app = with_whoami(make_app(tmp_path, api_keys=KEY, rate_limit_per_minute=3, trusted_proxies="127.0.0.1"))
+    with TestClient(app, client=PROXY) as c:
+        alice, bob = {"X-Forwarded-For": "198.51.100.1"}, {"X-Forwarded-For": "198.51.100.2"}
+        # failed keys draw on the client's bucket: alice's guessing must not lock bob out
+        assert [c.get("/v1/stats", headers=alice | {"X-API-Key": "guess"}).status_code for _ in range(4)] == [
+            401,
+            401,
+            401,
+            429,
+        ]
+        assert c.get("/v1/stats", headers=bob | {"X-API-Key": "guess"}).status_code == 401
+        r = c.get("/v1/whoami", headers=bob | {"X-API-Key": KEY})
+        assert r.status_code == 200
+        assert r.json()["client"] == "198.51.100.2" and r.json()["caller"].startswith("key:")
+        r = c.get("/v1/whoami", headers={"Forwarded": 'for="[2001:DB8::1]:4711"', "X-API-Key": KEY})
+        assert r.json()["client"] == "2001:db8::1"
+    # From a peer that is not a trusted proxy the header is ignored: a client cannot pick its bucket.
+    with TestClient(app, client=REMOTE) as c:
+        codes = [
+            c.get("/v1/stats", headers={"X-Forwarded-For": f"198.51.100.{n}", "X-API-Key": "guess"}).status_code
+            for n in range(10, 14)
+        ]
+        assert codes == [401, 401, 401, 429]
+        r = c.get("/v1/whoami", headers={"X-Forwarded-For": "198.51.100.9", "X-API-Key": KEY})
+        assert r.status_code == 200 and r.json()["client"] == REMOTE[0]
+
+
+def test_open_mode_rate_buckets_are_per_forwarded_client(tmp_path: Path) -> None:
+    app = make_app(tmp_path, rate_limit_per_minute=2, trusted_proxies="127.0.0.1")
+    with TestClient(app, client=PROXY, base_url=LOCAL_URL) as c:
+        v4, v6 = {"X-Forwarded-For": "127.0.0.1"}, {"X-Forwarded-For": "::1"}
+        assert [c.get("/v1/stats", headers=v4).status_code for _ in range(3)] == [200, 200, 429]
+        assert c.get("/v1/stats", headers=v6).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("10.0.0.0/33", "10.0.0.0/33"),
+        ("10.0.0.1/8", "host bits"),
+        ("proxy.internal", "proxy.internal"),
+        ("127.0.0.1, *", "'*'"),
+        ("127.0.0.1;10.0.0.1", "127.0.0.1;10.0.0.1"),
+    ],
+)
+def test_a_bad_trusted_proxy_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, value: str, fragment: str
+) -> None:
+    from kg.settings import SettingsError
+
+    monkeypatch.setenv("MEDKG_TRUSTED_PROXIES", value)
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "MEDKG_TRUSTED_PROXIES" in str(info.value) and fragment in str(info.value)
+
+
+def test_trusted_proxies_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().trusted_proxies == ""
+    monkeypatch.setenv("MEDKG_TRUSTED_PROXIES", " 127.0.0.1 , 10.0.0.0/8,, ::1, ::ffff:192.0.2.1 ")
+    assert load_settings().trusted_proxies == "127.0.0.1,10.0.0.0/8,::1,192.0.2.1"
+
+
+def test_startup_warning_names_the_proxy_setting() -> None:
+    text = startup_warning(load_settings(api_keys=None))
+    assert text is not None and "MEDKG_TRUSTED_PROXIES" in text
+    text = startup_warning(load_settings(api_keys=None, trusted_proxies="127.0.0.1"))
+    assert text is not None and "127.0.0.1" in text
+
+
+def test_forwarded_headers_never_crash_the_resolver() -> None:
+    """Whatever a client writes into the headers, the answer is an address or unknown."""
+    import random
+
+    from starlette.datastructures import Headers
+
+    from service.api.security import ProxyTrust
+
+    trust = ProxyTrust.from_config("127.0.0.1,10.0.0.0/8")
+    rng = random.Random(7)
+    alphabet = 'abf0123456789:.,;=[]"\\ _%/-\t\u00e9'
+    for _ in range(3000):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))).encode("utf-8")
+        for raw in ([(b"x-forwarded-for", value)], [(b"forwarded", value)], [(b"forwarded", b"for=" + value)]):
+            client = trust.resolve("127.0.0.1", Headers(raw=raw))
+            assert client.forwarded and client.trusted_peer
+            if client.host is not None:
+                ipaddress.ip_address(client.host)  # an address, never text from the header
