@@ -596,7 +596,15 @@ def serve(
     )
     root = f"http://{settings.api_host}:{settings.api_port}"
     out.print(f"serving on {root}: web pages at {root}/ (ask, /reports, /differential, /eval), API docs at /docs")
-    uvicorn.run(create_app(settings, warm=True), host=settings.api_host, port=settings.api_port, log_level="info")
+    # proxy_headers off: MEDKG_TRUSTED_PROXIES alone decides whose X-Forwarded-For is believed (uvicorn's own
+    # default trusts any loopback peer's header and would hide the socket peer from service/api/security.py)
+    uvicorn.run(
+        create_app(settings, warm=True),
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level="info",
+        proxy_headers=False,
+    )
 
 
 eval_app = typer.Typer(help="Evaluations on the configured store.", no_args_is_help=True)

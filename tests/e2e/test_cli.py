@@ -140,3 +140,47 @@ def test_eval_output_folders_are_created_or_refused_in_one_line(tmp_path: Path) 
         r = run(args, env, tmp_path)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert str(blocker) in r.stderr and "Traceback" not in r.stderr + r.stdout
+
+
+def test_serve_leaves_forwarded_headers_to_the_trusted_proxies_setting(tmp_path: Path) -> None:
+    """``medkg serve`` as deployed: uvicorn's own proxy-header handling (which believes any loopback
+    peer's ``X-Forwarded-For``) is off, so the app sees the socket peer and names it when it refuses a
+    forwarded request from a peer that is not in ``MEDKG_TRUSTED_PROXIES``."""
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEDKG_")}
+    env = {**base, "MEDKG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen(
+        [MEDKG, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=tmp_path,
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "medkg serve did not answer within 300 s"
+            time.sleep(0.5)
+        assert httpx.get(f"{url}/v1/stats", timeout=30).status_code == 200  # a loopback client, no header
+        forwarded = httpx.get(f"{url}/v1/stats", headers={"X-Forwarded-For": "203.0.113.9"}, timeout=30)
+        assert forwarded.status_code == 403
+        body = forwarded.text
+        assert "by 127.0.0.1, which is not a trusted proxy" in body and "203.0.113.9" not in body
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
