@@ -6,7 +6,11 @@ Three sources of links, in order of trust:
    the same scispacy tokenizer as the text and matched with a spaCy ``PhraseMatcher`` on normalised
    tokens (case-folded, de-pluralised; short all-caps tokens keep their case so ``MS`` is not ``ms``).
    Overlaps keep the longest match. A term that is some entity's *name* links to the entities with
-   that name; a term that is only a synonym links to the entities carrying it.
+   that name; a term that is only a synonym links to the entities carrying it. A sentence written in
+   capitals ("NO ACUTE DISEASE. MILD CARDIOMEGALY.", a shouted title) is also matched as if in sentence
+   case, its short all-caps tokens read as words ("HEART ATTACK"); read as written, they still match
+   as abbreviations ("ASD", "T2DM"), except a lone token that is an ordinary word there, a word of the
+   lexicon's own terms ("LARGE" is not the gene; "NO", "ALL", stop words, are never terms alone).
 2. **local abbreviations**: scispacy's ``AbbreviationDetector`` pairs a short form with its long form
    ("Marfan syndrome (MFS)"); every occurrence of the short form in that document links to what the
    long form links to, overriding any global meaning of the short form.
@@ -18,6 +22,7 @@ Three sources of links, in order of trust:
 from __future__ import annotations
 
 import hashlib
+import string
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -62,8 +67,13 @@ MAX_TERM_TOKENS = 12
 # older version is then found by `medkg relink`, through the linker's signature).
 # 3: a vector-linked long form's short forms replace their lexicon links; no records. 4: accents folded,
 # white space inside a line ignored, hyphenated terms also matched spaced. 5: negation ('ruled out',
-# 'Seizures: absent', wrapped lines, double negatives) changes the stored `negated` flags of reports
+# 'Seizures: absent', wrapped lines, double negatives) changes the stored `negated` flags of reports;
+# sentences in capitals also matched in sentence case
 LINKER_VERSION = 5
+# A sentence is written in capitals when it has two words or more and this share of its (ASCII) letters
+# is upper case (or the whole text is): "NO ACUTE DISEASE." is, "COMPARISON: None." (11 of 14) is not.
+CAPITALS_SHARE = 0.8
+_UPPER, _LOWER = string.ascii_uppercase.encode(), string.ascii_lowercase.encode()
 
 
 @dataclass(frozen=True)
@@ -144,6 +154,11 @@ class Lexicon:
             return None
         return key
 
+    def words(self) -> frozenset[str]:
+        """The tokens of the terms that are words, not short all-caps forms (``heart``, ``large``)."""
+        keys = self.names.keys() | self.synonyms.keys()
+        return frozenset(t for key in keys for t in key.split(" ") if t == t.casefold() and not t.isdigit())
+
     def ids_for(self, key: str) -> tuple[str, ...]:
         ids = self.names.get(key) or self.synonyms.get(key) or []
         return tuple(sorted(ids)[: self.max_ids])
@@ -177,6 +192,7 @@ class EntityLinker:
         self.threshold = threshold
         self.query_threshold = threshold if query_threshold is None else query_threshold
         self._matcher = lexicon.matcher()
+        self._words = lexicon.words()
 
     @cached_property
     def signature(self) -> str:
@@ -250,22 +266,51 @@ class EntityLinker:
         vectors = self.entity_index.embedder.encode(texts)
         return [hits[0] if hits else None for hits in self.entity_index.index.search(vectors, 1)]
 
-    def _phrase_matches(self, doc: Doc) -> list[Span]:
+    def _phrase_matches(self, doc: Doc, capitals: dict[int, str]) -> list[Span]:
         """The lexicon's matches in ``doc``, longest first where they overlap. White space inside a
         line is not a word: "global  developmental delay" (two spaces, a no-break or thin space) is
-        matched as if single-spaced; a line break still ends a phrase."""
+        matched as if single-spaced; a line break still ends a phrase. ``capitals`` (token -> its norm
+        as a word, from :func:`_capitals`) gives the sentence-case reading, matched as well: of two
+        matches of one span the one as written wins, and a lone short all-caps token that is an
+        ordinary word there matches only as that word."""
         gaps = [t for t in doc if t.is_space and "\n" not in t.text]
-        if not gaps:
+        if not gaps and not capitals:
             return filter_spans([Span(doc, s, e, label=m) for m, s, e in self._matcher(doc)])
         words = [t for t in doc if not (t.is_space and "\n" not in t.text)]
-        compact = Doc(self.nlp.vocab, words=[t.text for t in words])
-        for token, original in zip(compact, words, strict=True):
-            token.norm_ = original.norm_
-        return filter_spans([Span(doc, words[s].i, words[e - 1].i + 1, label=m) for m, s, e in self._matcher(compact)])
+        readings = [[t.norm_ for t in words]]
+        if capitals:
+            readings.append([capitals.get(t.i, t.norm_) for t in words])
+        spans = []
+        for reading, norms in enumerate(readings):
+            compact = Doc(self.nlp.vocab, words=[t.text for t in words])
+            for token, norm in zip(compact, norms, strict=True):
+                token.norm_ = norm
+            for m, s, e in self._matcher(compact):
+                if reading == 0 and e - s == 1 and self._a_word(capitals.get(words[s].i)):
+                    continue  # "NO", "ALL", "LARGE" in capitals: not an abbreviation
+                spans.append(Span(doc, words[s].i, words[e - 1].i + 1, label=m))
+        return filter_spans(spans)
+
+    def _a_word(self, norm: str | None) -> bool:
+        """Whether a token read as a word (``norm``) is one of the lexicon's words (a stop word alone is
+        never a term)."""
+        return norm is not None and norm in self._words
+
+    def _long_form_ids(self, long_form: Span, capitals: dict[int, str]) -> tuple[str, ...]:
+        """What a local abbreviation's long form links to: as written, or read in sentence case."""
+        texts = [long_form.text]
+        if any(t.i in capitals for t in long_form):
+            texts.append(long_form.text.lower())
+        for text in texts:
+            key = self.lexicon.key(text)
+            if key and (ids := self.lexicon.ids_for(key)):
+                return ids
+        return ()
 
     def _lexical(self, doc: Doc) -> tuple[list[Mention], list[tuple[Span, str]]]:
         strings = self.nlp.vocab.strings
-        spans = self._phrase_matches(doc)
+        capitals = _capitals(doc)
+        spans = self._phrase_matches(doc, capitals)
         mentions: list[Mention] = []
         taken = set()
         unresolved: list[tuple[Span, str]] = []
@@ -273,8 +318,7 @@ class EntityLinker:
         # Local abbreviations first: they override the short form's global meaning.
         for short in getattr(doc._, "abbreviations", []):
             long_form = short._.long_form
-            long_key = self.lexicon.key(long_form.text)
-            ids = self.lexicon.ids_for(long_key) if long_key else ()
+            ids = self._long_form_ids(long_form, capitals)
             if ids:
                 mentions.append(self._mention(short, ids, "abbreviation", sentence_of))
                 taken.update(range(short.start, short.end))
@@ -319,6 +363,33 @@ def _sentence_index(doc: Doc) -> dict[int, int]:
         for t in range(sent.start, sent.end):
             index[t] = i
     return index
+
+
+def _capitals(doc: Doc) -> dict[int, str]:
+    """The short all-caps tokens of the sentences written in capitals (``CAPITALS_SHARE``), each with its
+    norm as a word ("HEART" -> ``heart``, "SPOTS" -> ``spot``): the tokens whose norm keeps their case."""
+    text = doc.text.encode("ascii", "replace")  # one byte a character: offsets stay
+    if _in_capitals(doc[:], text):
+        shouted = [doc[:]]
+    elif doc.has_annotation("SENT_START"):
+        shouted = [s for s in doc.sents if _in_capitals(s, text)]
+    else:
+        return {}
+    return {
+        t.i: word
+        for span in shouted
+        for t in span
+        if t.text.isupper() and (word := norm_token(t.text.lower())) != t.norm_
+    }
+
+
+def _in_capitals(span: Span, doc_text: bytes) -> bool:
+    """Whether ``span`` has two words or more and ``CAPITALS_SHARE`` of its (ASCII) letters are upper case."""
+    text = doc_text[span.start_char : span.end_char]
+    upper = len(text) - len(text.translate(None, _UPPER))
+    if upper < 2 or upper < CAPITALS_SHARE * (len(text) - len(text.translate(None, _LOWER)) + upper):
+        return False
+    return sum(1 for t in span if t.text.upper() != t.text.lower()) >= 2
 
 
 def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:

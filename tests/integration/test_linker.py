@@ -228,3 +228,132 @@ def test_linking_from_many_threads_at_once(linked_store: BaseGraphStore) -> None
     for t in threads:
         t.join()
     assert failures == []
+
+
+# ---- text written in capitals (clinical notes, radiology reports) ---------------------------------
+CAPITALS = [
+    *ENTITIES,
+    Entity(id="HP:0001640", name="Cardiomegaly", category="Phenotype", synonyms=["Enlarged heart"]),
+    Entity(id="HP:0002107", name="Pneumothorax", category="Phenotype"),
+    Entity(id="HP:0002202", name="Pleural effusion", category="Phenotype"),
+    Entity(id="HP:0100598", name="Pulmonary edema", category="Phenotype"),
+    Entity(id="HP:0001945", name="Fever", category="Phenotype"),
+    Entity(id="HP:0001252", name="Hypotonia", category="Phenotype"),
+    Entity(id="UBERON:0001515", name="thoracic aorta", category="Anatomy"),
+    Entity(id="HP:0001520", name="Large for gestational age", category="Phenotype"),
+    Entity(id="HP:0001631", name="Atrial septal defect", category="Phenotype", synonyms=["ASD"]),
+    # abbreviations that are also English words
+    Entity(id="CHEBI:16480", name="nitric oxide", category="ChemicalEntity", synonyms=["NO"]),
+    Entity(id="HP:0001650", name="Aortic valve stenosis", category="Phenotype", synonyms=["AS"]),
+    Entity(id="DOID:7147", name="ankylosing spondylitis", category="Disease", synonyms=["AS"]),
+    Entity(id="DOID:9952", name="acute lymphoblastic leukemia", category="Disease", synonyms=["ALL"]),
+    Entity(id="DOID:2377", name="multiple sclerosis", category="Disease", synonyms=["MS"]),
+    Entity(id="HP:0002204", name="Pulmonary embolism", category="Phenotype", synonyms=["PE"]),
+    Entity(id="DOID:3526", name="ischemic stroke", category="Disease", synonyms=["IS"]),
+    Entity(id="NCBIGene:3908", name="LARGE1", category="Gene", synonyms=["LARGE"]),
+]
+
+
+@pytest.fixture
+def capitals_linker(store: BaseGraphStore) -> EntityLinker:
+    store.upsert_entities(CAPITALS)
+    nlp = build_pipeline()
+    return EntityLinker(nlp, Lexicon.build(store, nlp))
+
+
+def _found(linker: EntityLinker, text: str) -> list[tuple[int, int, tuple[str, ...], str]]:
+    mentions = linker.link_text(text)
+    for m in mentions:
+        assert text[m.start : m.end] == m.text
+    return [(m.start, m.end, m.ids, m.method) for m in mentions]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hx of Marfan syndrome and coronary artery disease. Type 2 diabetes mellitus, treated with metformin.",
+        "A heart attack in 2019; breast cancers; an aortic root aneurysm.",
+        "Impression: no acute cardiopulmonary disease. Mild cardiomegaly. Enlarged heart, pulmonary edema.",
+        "Tortuous thoracic aorta. Hx of seizures and hypotonia. Fever.",
+        "Findings:\nNo pneumothorax or pleural effusion.\nFever and epileptic seizures.",
+    ],
+)
+def test_text_in_capitals_links_as_in_sentence_case(capitals_linker: EntityLinker, text: str) -> None:
+    """A note or report written in capitals links what the same text in sentence case links (the same
+    spans, the same entities): "HEART ATTACK", "MARFAN SYNDROME", "FEVER" are words, not abbreviations."""
+    expected = _found(capitals_linker, text)
+    assert expected  # each text names something
+    assert _found(capitals_linker, text.upper()) == expected
+
+
+def test_a_capitals_sentence_in_mixed_case_text_links_as_words(capitals_linker: EntityLinker) -> None:
+    """A shouted title or line inside ordinary text reads as words; the rest of the text is unchanged."""
+    text = "MARFAN SYNDROME AND A HEART ATTACK\nThe LARGE gene was sequenced; no fever."
+    found = {(m.text, m.ids) for m in capitals_linker.link_text(text)}
+    assert found == {
+        ("MARFAN SYNDROME", ("DOID:14323", "OMIM:154700")),
+        ("HEART ATTACK", ("HP:0001658",)),
+        ("LARGE", ("NCBIGene:3908",)),  # in mixed-case text, a short all-caps token is an abbreviation
+        ("fever", ("HP:0001945",)),
+    }
+
+
+def test_abbreviations_in_capitals_stay_abbreviations(capitals_linker: EntityLinker) -> None:
+    """Short all-caps tokens that are abbreviations link as they do in mixed-case text: the global
+    meaning ("ASD", "CAD" the gene, "T2DM"), and a local definition overrides it, in capitals too."""
+    found = {(m.text, m.ids, m.method) for m in capitals_linker.link_text("HX OF ASD, CAD AND T2DM. NO FEVER.")}
+    assert found == {
+        ("ASD", ("HP:0001631",), "lexicon"),
+        ("CAD", ("NCBIGene:790",), "lexicon"),
+        ("T2DM", ("DOID:9352",), "lexicon"),
+        ("FEVER", ("HP:0001945",), "lexicon"),
+    }
+    assert found - {("FEVER", ("HP:0001945",), "lexicon")} == {
+        (m.text, m.ids, m.method) for m in capitals_linker.link_text("Hx of ASD, CAD and T2DM.")
+    }
+    defined = capitals_linker.link_text("HX OF CORONARY ARTERY DISEASE (CAD). CAD PROGRESSED.")
+    assert [(m.text, m.ids, m.method) for m in defined] == [
+        ("CORONARY ARTERY DISEASE", ("DOID:3393",), "lexicon"),
+        ("CAD", ("DOID:3393",), "abbreviation"),
+        ("CAD", ("DOID:3393",), "abbreviation"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NO PNEUMOTHORAX OR LARGE PLEURAL EFFUSION AS BEFORE.",
+        "ALL LINES ARE IN PLACE. IS THERE MS OR PE? NO.",
+        "AS NOTED, NO ACUTE DISEASE IS SEEN AND ALL IS STABLE, OR MILD AS BEFORE.",
+        "LARGE FOR GESTATIONAL AGE. LARGE HEART.",
+    ],
+)
+def test_words_in_capitals_are_not_abbreviations(capitals_linker: EntityLinker, text: str) -> None:
+    """In capitals, "NO" is not nitric oxide, "AS" not aortic stenosis or ankylosing spondylitis, "ALL"
+    not acute lymphoblastic leukemia, "IS" not ischemic stroke, "LARGE" (a word of the lexicon's own
+    terms) not the gene; the text links what its sentence-case reading links, and no more."""
+    found = capitals_linker.link_text(text)
+    sentence_case = capitals_linker.link_text(text.lower())
+    assert [(m.start, m.end, m.ids) for m in found] == [(m.start, m.end, m.ids) for m in sentence_case]
+    spurious = {"CHEBI:16480", "HP:0001650", "DOID:7147", "DOID:9952", "DOID:2377", "HP:0002204", "DOID:3526"}
+    assert not spurious & {i for m in found for i in m.ids} and "NCBIGene:3908" not in {i for m in found for i in m.ids}
+
+
+def test_negation_applies_to_text_in_capitals(capitals_linker: EntityLinker) -> None:
+    from kg.negation import negated_mentions
+
+    text = "IMPRESSION: NO PNEUMOTHORAX OR PLEURAL EFFUSION. MILD CARDIOMEGALY.\nNO FEVER. ENLARGED HEART."
+    mentions = capitals_linker.link_text(text)
+    negations = negated_mentions(text, [(m.start, m.end) for m in mentions])
+    assert [(m.text, negative) for m, negative in zip(mentions, negations, strict=True)] == [
+        ("PNEUMOTHORAX", True),
+        ("PLEURAL EFFUSION", True),
+        ("CARDIOMEGALY", False),
+        ("FEVER", True),
+        ("ENLARGED HEART", False),
+    ]
+
+
+def test_a_query_in_capitals_links_its_words(capitals_linker: EntityLinker) -> None:
+    found = capitals_linker.link_query("WHAT CAUSES A HEART ATTACK AND FEVER IN MARFAN SYNDROME?")
+    assert {m.ids for m in found} == {("HP:0001658",), ("HP:0001945",), ("DOID:14323", "OMIM:154700")}
