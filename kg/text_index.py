@@ -37,6 +37,28 @@ from kg.vector_index import VectorIndex, VectorIndexError
 __all__ = ["DocumentRecord", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
 
 RRF_K = 60
+# BM25 tokens: every run of word characters, one character long included, so "hepatitis B" and
+# "hepatitis C", "vitamin D", "type 1 diabetes" and "type 2", "IL-6" keep the token that tells them
+# apart; lower-cased, English stop words ("a", "of", "the") dropped, stemmed. Shared with the fact rerank.
+BM25_TOKEN_PATTERN = r"(?u)\b\w+\b"
+# Part of the stamp of the saved BM25 files: files built by another tokenizer are rebuilt on open.
+# 1: bm25s's default pattern (two characters or more); 2: BM25_TOKEN_PATTERN.
+BM25_TOKENIZER_VERSION = 2
+
+
+def bm25_tokenize(texts: list[str], stemmer: Stemmer.Stemmer, return_ids: bool = True):  # noqa: ANN201
+    """The BM25 tokenizer of passages, queries and the fact rerank (bm25s ``Tokenized``, or the
+    token lists with ``return_ids=False``)."""
+    return bm25s.tokenize(
+        texts,
+        stopwords="en",
+        stemmer=stemmer,
+        token_pattern=BM25_TOKEN_PATTERN,
+        return_ids=return_ids,
+        show_progress=False,
+    )
+
+
 logger = logging.getLogger(__name__)
 SearchMode = Literal["hybrid", "bm25", "dense"]
 
@@ -145,6 +167,7 @@ class TextIndex:
         self._vectors: VectorIndex | None = None
         self._bm25: bm25s.BM25 | None = None
         self._bm25_ids: list[str] = []
+        self._bm25_empty_stamp: str | None = None  # the table stamp whose passages have no BM25 token
         self._stemmer = Stemmer.Stemmer("english")
         self._dirty = False
 
@@ -431,10 +454,11 @@ class TextIndex:
 
     def _table_stamp(self) -> str:
         """What the BM25 files must have been built from: the table's generation and size (a change
-        of one passage's text to another of the same length counts too, crash or not)."""
+        of one passage's text to another of the same length counts too, crash or not) and the
+        tokenizer's version (files of an older tokenizer are rebuilt once)."""
         row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         count = self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
-        return f"generation {row[0] if row else 0}, {count} passages"
+        return f"generation {row[0] if row else 0}, {count} passages, tokenizer {BM25_TOKENIZER_VERSION}"
 
     def _bm25_stamp(self) -> str | None:
         path = self._bm25_dir / "medkg.json"
@@ -444,7 +468,7 @@ class TextIndex:
             return None
 
     def _tokenize(self, texts: list[str]):  # noqa: ANN202 - bm25s.tokenization.Tokenized
-        return bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer, show_progress=False)
+        return bm25_tokenize(texts, self._stemmer)
 
     def _build_bm25(self) -> None:
         rows = self._db.execute("SELECT id, text FROM passages ORDER BY id").fetchall()
@@ -452,24 +476,38 @@ class TextIndex:
         if not rows:
             self._bm25 = None
             return
-        retriever = bm25s.BM25()
-        retriever.index(self._tokenize([r[1] for r in rows]), show_progress=False)
+        tokens = self._tokenize([r[1] for r in rows])
+        stamp = self._table_stamp()
         target = self._bm25_dir
         target.mkdir(parents=True, exist_ok=True)
-        retriever.save(str(target), show_progress=False)
+        retriever = None
+        if tokens.vocab:
+            retriever = bm25s.BM25()
+            retriever.index(tokens, show_progress=False)
+            retriever.save(str(target), show_progress=False)
+        # No passage has a token (stop words only): no BM25 index, bm25_search finds nothing; the
+        # stamp is still written so that it is not rebuilt on every search, and a later change is.
         tmp = target / "medkg.json.tmp"
-        tmp.write_text(json.dumps({"stamp": self._table_stamp(), "ids": self._bm25_ids}))
+        tmp.write_text(json.dumps({"stamp": stamp, "ids": self._bm25_ids, "empty": retriever is None}))
         os.replace(tmp, target / "medkg.json")
         self._bm25 = retriever
+        self._bm25_empty_stamp = stamp if retriever is None else None
 
     def _load_bm25(self) -> bm25s.BM25 | None:
         if self._bm25 is None and len(self):
-            if self._bm25_stamp() != self._table_stamp():
+            stamp = self._table_stamp()
+            if stamp == self._bm25_empty_stamp:
+                return None
+            if self._bm25_stamp() != stamp:
                 self._build_bm25()
             else:
                 try:
+                    meta = json.loads((self._bm25_dir / "medkg.json").read_text())
+                    if meta.get("empty") is True:
+                        self._bm25_empty_stamp = stamp
+                        return None
                     retriever = bm25s.BM25.load(str(self._bm25_dir))
-                    ids = json.loads((self._bm25_dir / "medkg.json").read_text())["ids"]
+                    ids = meta["ids"]
                     if not isinstance(ids, list) or len(ids) != len(self) or len(ids) != retriever.scores["num_docs"]:
                         raise ValueError(f"{len(ids)} ids for {len(self)} passages")
                 except Exception as exc:  # noqa: BLE001 - derived files: rebuilt from the table, never trusted

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import bm25s
 import numpy as np
 import Stemmer
 
@@ -39,6 +38,7 @@ from kg.entity_index import EntityIndex, embedding_text
 from kg.graph.base import BaseGraphStore
 from kg.model import HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, RECORD_TYPES, SAME_AS, Entity, GraphPath, Relation
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id
+from kg.text_index import bm25_tokenize
 
 __all__ = ["GraphEvidence", "ScoredFact", "relation_phrase", "negate_phrase", "render_fact", "NON_FACT_TYPES"]
 
@@ -234,7 +234,7 @@ class GraphEvidence:
 
     # ---- ranking ---------------------------------------------------------------------------
     def _tokens(self, texts: list[str]) -> list[list[str]]:
-        return bm25s.tokenize(texts, stopwords="en", stemmer=self._stemmer, return_ids=False, show_progress=False)
+        return bm25_tokenize(texts, self._stemmer, return_ids=False)
 
     def _bm25(self, query: str, texts: list[str], k1: float = 1.2, b: float = 0.75) -> list[float]:
         """BM25 of ``query`` against the small candidate set ``texts`` (its own statistics)."""

@@ -161,3 +161,74 @@ def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) 
     ]
     assert all(p.exists() for p in r.set_aside) and len(fresh.vectors) == 20
     fresh.close()
+
+
+HEPATITIS = [
+    PassageRecord("PMID:10#s0", "PMID:10", "Hepatitis B virus infection is often chronic."),
+    PassageRecord("PMID:11#s0", "PMID:11", "Hepatitis C virus infection is treated with sofosbuvir."),
+    PassageRecord("PMID:12#s0", "PMID:12", "Insulin replaces the missing hormone in type 1 diabetes."),
+    PassageRecord("PMID:13#s0", "PMID:13", "Lifestyle change comes first in type 2 diabetes."),
+    PassageRecord("PMID:14#s0", "PMID:14", "Vitamin D deficiency softens the bones."),
+]
+
+
+def test_one_character_tokens_tell_passages_apart(tmp_path: Path, text_embedder) -> None:
+    """ "hepatitis B" and "hepatitis C", "type 1" and "type 2" differ by one character only."""
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(HEPATITIS)
+    index.commit()
+    assert [d for d, _ in index.bm25_search("hepatitis C", 2)] == ["PMID:11#s0", "PMID:10#s0"]
+    assert [d for d, _ in index.bm25_search("hepatitis B", 2)] == ["PMID:10#s0", "PMID:11#s0"]
+    assert index.bm25_search("type 1 diabetes", 1)[0][0] == "PMID:12#s0"
+    assert index.bm25_search("type 2 diabetes", 1)[0][0] == "PMID:13#s0"
+    assert index.bm25_search("D", 1)[0][0] == "PMID:14#s0"
+    assert index.search("hepatitis C", k=1)[0].id == "PMID:11#s0"
+    # "a" is still an English stop word, not a token that matches every passage with an article.
+    assert index.bm25_search("a", 5) == []
+
+
+def test_bm25_files_of_the_old_tokenizer_are_rebuilt_on_open(tmp_path: Path, text_embedder) -> None:
+    import json
+
+    import bm25s
+    import Stemmer
+
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(HEPATITIS)
+    index.commit()
+    generation = index._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
+    folder = index._bm25_dir
+    index.close()
+    # What an earlier release saved: bm25s's default pattern (two characters or more), its stamp.
+    texts = [p.text for p in sorted(HEPATITIS, key=lambda p: p.id)]
+    old = bm25s.BM25()
+    old.index(bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False))
+    old.save(str(folder), show_progress=False)
+    ids = sorted(p.id for p in HEPATITIS)
+    (folder / "medkg.json").write_text(json.dumps({"stamp": f"generation {generation}, 5 passages", "ids": ids}))
+
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert [d for d, _ in reopened.bm25_search("hepatitis C", 2)] == ["PMID:11#s0", "PMID:10#s0"]
+    stamp = json.loads((folder / "medkg.json").read_text())["stamp"]
+    assert stamp != f"generation {generation}, 5 passages"  # rebuilt once, with the current stamp
+    reopened.close()
+    again = TextIndex(tmp_path, text_embedder)
+    assert json.loads((folder / "medkg.json").read_text())["stamp"] == stamp
+    assert again.bm25_search("type 1 diabetes", 1)[0][0] == "PMID:12#s0"
+
+
+def test_passages_of_stop_words_only_have_no_bm25_index(tmp_path: Path, text_embedder) -> None:
+    index = TextIndex(tmp_path, text_embedder)
+    index.add([PassageRecord("X:1#s0", "X:1", "The of and.")])
+    index.commit()  # no token in any passage: no BM25 index, not an error
+    assert (index._bm25_dir / "medkg.json").exists()
+    assert index.bm25_search("the of", 3) == []
+    assert [h.id for h in index.search("the of", k=3, floor=-1.0)] == ["X:1#s0"]  # dense still answers
+    index.close()
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert reopened.bm25_search("of", 3) == []
+    reopened.add(HEPATITIS[:2])
+    reopened.commit()  # real tokens now: BM25 is built
+    assert reopened.bm25_search("sofosbuvir", 3)[0][0] == "PMID:11#s0"
+    reopened.close()
+    assert TextIndex(tmp_path, text_embedder).bm25_search("hepatitis C", 1)[0][0] == "PMID:11#s0"
