@@ -56,8 +56,8 @@ def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress:
     except OlderRelease as exc:
         raise fail(str(exc)) from None
     render(report)
-    if report.relations.updated:  # evidence changed in place (frequencies...): the counts did not move
-        c.forget_phenotype_cache()
+    if report.relations.updated or report.entities.updated:  # changed in place (frequencies, a gene's
+        c.forget_phenotype_cache()  # symbol, an obsolete flag): the counts the cache's stamp sees did not move
     documents = c.text_index.document_count() if report.entities.added or report.entities.updated else 0
     if documents:
         out.print(

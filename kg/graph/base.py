@@ -679,7 +679,7 @@ class BaseGraphStore(ABC):
         limit: int = 1000,
     ) -> list[Relation]:
         """Edges by subject and/or object (and type), history included unless told otherwise."""
-        if subject is None and object is None:
+        if not (subject and subject.strip()) and not (object and object.strip()):
             raise InvalidInput("give a subject, an object or both")
         rows = self._relation_rows(
             normalize_curie(subject) if subject else None,

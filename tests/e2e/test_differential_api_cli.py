@@ -238,3 +238,20 @@ def test_a_load_that_changes_frequencies_in_place_refreshes_the_phenotype_index(
         c.close()
     with build(tmp_path) as again:  # and a later process does not read the old cache either
         assert {d.disease: d.log10_lr for d in again.phenotype_index.rank(["HP:0000252"], top_k=5)} == after
+
+
+def test_a_load_that_renames_a_gene_refreshes_the_phenotype_index(tmp_path: Path) -> None:
+    """An entity updated in place (a gene's new symbol) changes no count either: the load drops the
+    cached index, so the ranking names the gene as the graph now does."""
+    from service.ingest_cli import run as ingest
+
+    c = build(tmp_path)
+    try:
+        assert {d.disease: d.genes for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}["OMIM:100002"] == ["MCPH1"]
+        renamed = Entity(id="NCBIGene:79648", name="MCPH1-NEW", category="Gene")
+        report = ingest(c, [renamed], "hgnc-test", embed=False, progress=False)
+        assert report.entities.updated == 1 and report.relations.updated == 0
+        genes = {d.disease: d.genes for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}
+        assert genes["OMIM:100002"] == ["MCPH1-NEW"]
+    finally:
+        c.close()

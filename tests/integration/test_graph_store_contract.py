@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore, GraphStoreError
 from kg.model import Entity, Relation
 
@@ -212,6 +213,14 @@ def test_invalidated_edges_are_hidden_from_current_queries_but_kept(store: BaseG
     st = store.stats()
     assert (st.relations, st.invalidated_relations) == (len(GRAPH_RELATIONS) - 1, 1)
     assert st.relation_types["HAS_PHENOTYPE"] == 1
+
+
+def test_relations_needs_a_subject_or_an_object(store: BaseGraphStore) -> None:
+    load(store)
+    for subject, object in ((None, None), ("", ""), ("", None), (" ", "")):
+        with pytest.raises(InvalidInput, match="subject, an object"):
+            store.relations(subject=subject, object=object)
+    assert len(store.relations(subject="", object="HP:0001083")) == 1
 
 
 # ---- traversal ----------------------------------------------------------------------------------
