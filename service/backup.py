@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import os
 import shutil
 import sqlite3
@@ -37,6 +38,7 @@ from kg.settings import GraphBackend, Settings
 __all__ = ["BackupError", "BackupResult", "backup", "restore"]
 
 FORMAT = 1
+logger = logging.getLogger("medkg.backup")
 
 
 class BackupError(RuntimeError):
@@ -67,9 +69,23 @@ def _is_sqlite(path: Path) -> bool:
 
 def _files(data: Path) -> list[tuple[str, Path]]:
     """Every file of the data dir as (relative path, path), links followed (an index folder moved to
-    another disk and linked back is part of the data), sorted."""
+    another disk and linked back is part of the data), sorted. A folder reached a second time (a link
+    back up the tree, ``data/loop -> data``) is walked once only."""
     found = []
-    for root, _, names in os.walk(data, followlinks=True):
+    start = data.stat()
+    seen = {(start.st_dev, start.st_ino)}
+    for root, dirs, names in os.walk(data, followlinks=True):
+        dirs.sort()
+        for name in list(dirs):
+            try:
+                st = (Path(root) / name).stat()
+            except OSError:
+                dirs.remove(name)  # a dangling link
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                dirs.remove(name)
+            else:
+                seen.add((st.st_dev, st.st_ino))
         for name in names:
             path = Path(root) / name
             if path.is_file():
@@ -77,9 +93,10 @@ def _files(data: Path) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def _quiesce(settings: Settings, what: str) -> None:
+def _quiesce(settings: Settings, what: str, *, restore: bool = False) -> None:
     """Fold the embedded store's write-ahead log into its files; refused (BackupError) while another
-    process (``medkg serve``, an ingest) holds the store."""
+    process (``medkg serve``, an ingest) holds the store. A store that cannot be opened for another
+    reason (a damaged ``graph.lbug``) fails a backup, and a restore goes on: it replaces the store."""
     if settings.graph_backend is not GraphBackend.ladybug or not settings.ladybug_path.exists():
         return
     from kg.graph.base import GraphStoreError
@@ -88,9 +105,14 @@ def _quiesce(settings: Settings, what: str) -> None:
     try:
         store = build_graph_store(settings)
     except GraphStoreError as exc:
-        raise BackupError(
-            f"the graph store is in use ({exc}): stop `medkg serve` and any ingest before {what}"
-        ) from None
+        if "could not set lock" in str(exc).lower():
+            raise BackupError(
+                f"the graph store is in use ({exc}): stop `medkg serve` and any ingest before {what}"
+            ) from None
+        if restore:
+            logger.warning("the graph store of the data dir being replaced cannot be opened (%s); restoring", exc)
+            return
+        raise BackupError(f"the graph store cannot be opened: {exc}") from None
     try:
         store.checkpoint()
     finally:
@@ -114,34 +136,38 @@ def backup(settings: Settings, dest: Path) -> BackupResult:
         partial = dest.with_name(dest.name + ".partial")
         # private from the first byte: the archive holds deid.key and the sessions
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
-            for rel, path in _files(data):
-                if rel.endswith(("-wal", "-shm", "-journal")):
-                    continue  # folded into the copy by the backup API
-                source = path
-                if _is_sqlite(path):
-                    source = Path(tmp) / f"copy-{len(manifest)}.sqlite"
-                    try:
-                        with sqlite3.connect(path) as src, sqlite3.connect(source) as dst:
-                            src.backup(dst)
-                    except sqlite3.Error as exc:
-                        raise BackupError(f"{rel}: cannot be copied ({exc})") from None
-                manifest[rel] = _sha256(source)
-                total += source.stat().st_size
-                tar.add(source, arcname=f"data/{rel}", recursive=False)
-            meta = {
-                "format": FORMAT,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "backend": settings.graph_backend.value,
-                "graph_included": graph_included,
-                "files": manifest,
-            }
-            blob = json.dumps(meta, indent=1).encode()
-            info = tarfile.TarInfo("manifest.json")
-            info.size = len(blob)
-            tar.addfile(info, io.BytesIO(blob))
-        os.replace(partial, dest)
+        try:
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
+                for rel, path in _files(data):
+                    if rel.endswith(("-wal", "-shm", "-journal")):
+                        continue  # folded into the copy by the backup API
+                    source = path
+                    if _is_sqlite(path):
+                        source = Path(tmp) / f"copy-{len(manifest)}.sqlite"
+                        try:
+                            with sqlite3.connect(path) as src, sqlite3.connect(source) as dst:
+                                src.backup(dst)
+                        except sqlite3.Error as exc:
+                            raise BackupError(f"{rel}: cannot be copied ({exc})") from None
+                    manifest[rel] = _sha256(source)
+                    total += source.stat().st_size
+                    tar.add(source, arcname=f"data/{rel}", recursive=False)
+                meta = {
+                    "format": FORMAT,
+                    "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "backend": settings.graph_backend.value,
+                    "graph_included": graph_included,
+                    "files": manifest,
+                }
+                blob = json.dumps(meta, indent=1).encode()
+                info = tarfile.TarInfo("manifest.json")
+                info.size = len(blob)
+                tar.addfile(info, io.BytesIO(blob))
+            os.replace(partial, dest)
+        except BaseException:
+            partial.unlink(missing_ok=True)  # part of an archive, maybe with deid.key: not left behind
+            raise
     return BackupResult(dest, len(manifest), total, round(time.perf_counter() - started, 2), graph_included)
 
 
@@ -163,7 +189,7 @@ def restore(settings: Settings, src: Path, force: bool = False) -> dict:
             f"{data} is a mount point: restore swaps the data dir by rename, so mount the volume on its parent "
             "(as docker-compose.yml does)"
         )
-    _quiesce(settings, "a restore")  # a server on the old data dir would go on answering from it
+    _quiesce(settings, "a restore", restore=True)  # a server on the old data dir would go on answering from it
     data.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=data.name + ".restore-", dir=data.parent))  # one file system
     try:
@@ -205,9 +231,19 @@ def _unpack(tar: tarfile.TarFile, staging: Path, src: Path) -> dict:
         meta = json.load(tar.extractfile("manifest.json"))  # type: ignore[arg-type]
     except (KeyError, ValueError, TypeError):
         raise BackupError(f"{src}: no readable manifest.json") from None
+    if not isinstance(meta, dict):
+        raise BackupError(f"{src}: manifest.json is not an object (damaged, or not a medkg backup)")
     if meta.get("format") != FORMAT:
         raise BackupError(f"{src}: backup format {meta.get('format')!r}, this medkg reads {FORMAT}")
-    expected: dict[str, str] = meta["files"]
+    expected = meta.get("files")
+    if not isinstance(expected, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in expected.items()
+    ):
+        raise BackupError(f"{src}: manifest.json lists no files (damaged, or not a medkg backup)")
+    if meta.get("backend") not in {b.value for b in GraphBackend}:
+        raise BackupError(f"{src}: manifest.json names no known graph backend ({meta.get('backend')!r})")
+    if not isinstance(meta.get("graph_included"), bool):
+        raise BackupError(f"{src}: manifest.json does not say whether the graph is included")
     seen = set()
     for member in tar.getmembers():
         if member.name == "manifest.json":

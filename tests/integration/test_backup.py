@@ -73,7 +73,8 @@ def test_restore_refuses_hostile_or_damaged_archives(tmp_path: Path) -> None:
 
     digest = hashlib.sha256(b"x").hexdigest()
     evil = tmp_path / "evil.tar.gz"
-    _archive(evil, {"data/../../escaped": b"x"}, json.dumps({"format": 1, "files": {"../escaped": digest}}).encode())
+    hostile = {"format": 1, "backend": "ladybug", "graph_included": True, "files": {"../escaped": digest}}
+    _archive(evil, {"data/../../escaped": b"x"}, json.dumps(hostile).encode())
     with pytest.raises(BackupError, match="outside the data dir"):
         restore(_settings(tmp_path / "d1"), evil)
     assert not (tmp_path / "escaped").exists()
@@ -150,3 +151,71 @@ def test_backup_follows_links_is_private_and_restore_waits_for_the_store(tmp_pat
     with pytest.raises(BackupError, match="truncated or damaged"):
         restore(_settings(tmp_path / "d4"), truncated)
     assert not list(tmp_path.glob("d4.restore-*"))
+
+
+@pytest.mark.parametrize(
+    ("manifest", "message"),
+    [
+        ([1], "not an object"),
+        ({"format": 1, "backend": "ladybug", "graph_included": True}, "lists no files"),
+        ({"format": 1, "backend": "ladybug", "graph_included": True, "files": ["a.txt"]}, "lists no files"),
+        ({"format": 1, "graph_included": True, "files": {}}, "no known graph backend"),
+        ({"format": 1, "backend": "ladybug", "files": {}}, "whether the graph is included"),
+    ],
+)
+def test_restore_refuses_a_malformed_manifest(tmp_path: Path, manifest: object, message: str) -> None:
+    import json
+
+    archive = tmp_path / "m.tar.gz"
+    _archive(archive, {}, json.dumps(manifest).encode())
+    with pytest.raises(BackupError, match=message):
+        restore(_settings(tmp_path / "data"), archive)
+    assert not (tmp_path / "data").exists() and not list(tmp_path.glob("data.restore-*"))
+
+
+def _small_data_dir(data: Path) -> None:
+    from service.container import build_graph_store
+
+    build_graph_store(_settings(data)).close()  # creates graph.lbug
+    (data / "indexes").mkdir()
+    (data / "indexes" / "x.bin").write_bytes(b"x" * 1000)
+
+
+def test_restore_replaces_a_damaged_graph_store_and_backup_names_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    _small_data_dir(data)
+    archive = tmp_path / "b.tar.gz"
+    backup(_settings(data), archive)
+    _settings(data).ladybug_path.write_bytes(b"garbage" * 100)  # the store damaged: what restore is for
+    with pytest.raises(BackupError, match="cannot be opened") as failed:
+        backup(_settings(data), tmp_path / "b2.tar.gz")
+    assert "in use" not in str(failed.value)
+    with caplog.at_level("WARNING", logger="medkg.backup"):
+        restored = restore(_settings(data), archive, force=True)
+    assert restored["kept"] is not None and "cannot be opened" in caplog.text
+    assert (data / "indexes" / "x.bin").read_bytes() == b"x" * 1000
+    backup(_settings(data), tmp_path / "b3.tar.gz")  # the restored store opens again
+
+
+def test_a_failed_backup_leaves_no_partial_archive(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "deid.key").write_bytes(b"k" * 32)
+    # a damaged SQLite file (a valid header, a junk body) after the key: the archive is half written
+    (data / "sessions.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 84 + b"\xa5" * 5000)
+    with pytest.raises(BackupError, match="cannot be copied"):
+        backup(_settings(data), tmp_path / "b.tar.gz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_backup_walks_a_linked_loop_once(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _small_data_dir(data)
+    (data / "loop").symlink_to(data, target_is_directory=True)  # data/loop -> data
+    result = backup(_settings(data), tmp_path / "b.tar.gz")
+    with tarfile.open(tmp_path / "b.tar.gz") as tar:
+        names = tar.getnames()
+    assert not any(n.startswith("data/loop/") for n in names), names
+    assert sorted(names) == ["data/graph.lbug", "data/indexes/x.bin", "manifest.json"] and result.files == 2
