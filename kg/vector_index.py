@@ -11,6 +11,14 @@ Design:
   caller which texts to embed, and :meth:`VectorIndex.upsert` skips ids whose fingerprint is unchanged.
 * The id map records a SHA-256 checksum of the index file, so a corrupt, truncated or mismatched index file is
   detected when it is opened. Both files are written to temporary files, fsynced and moved into place.
+* The two files are committed as a pair: :meth:`VectorIndex.save` first moves the new id map to
+  ``<name>.ids.json.pending``, then the new index file to ``<name>.faiss`` (the commit point), then the pending id
+  map to ``<name>.ids.json``. A process killed between the last two renames leaves a new ``.faiss`` beside the old
+  id map; :meth:`VectorIndex.open` then finds the id map whose checksum matches the index file in the pending one
+  and opens the new content. Killed before the commit point, the old pair is intact (a stale pending file is
+  ignored: its checksum does not match, and the next save replaces it). So an interrupted save leaves the old
+  content or the new one, never a "corrupt" pair. The file names and the id-map format are those of earlier
+  versions, so pairs they saved open unchanged.
 * Up to ``flat_max`` vectors (default ~1M) the index is exact (``IndexIDMap2(IndexFlatIP)``). :meth:`rebuild`
   switches to an ``IndexIVFFlat`` (inner product, nlist ~ 4*sqrt(n), hashtable direct map so vectors stay
   retrievable and removable) when the index holds more than ``flat_max`` vectors, and back to flat below it.
@@ -71,6 +79,7 @@ class VectorIndex:
         self.flat_max, self.nprobe = flat_max, nprobe
         self.index_path = self.directory / f"{name}.faiss"
         self.ids_path = self.directory / f"{name}.ids.json"
+        self.pending_ids_path = self.directory / f"{name}.ids.json.pending"  # see save()
         self._lock = threading.RLock()
         self._index: Any = faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
         self._kind = "flat"
@@ -86,7 +95,8 @@ class VectorIndex:
         """Load ``<directory>/<name>.faiss`` and its id map if they exist, else return an empty index."""
         self = cls(directory, name, dim, flat_max=flat_max, nprobe=nprobe)
         has_index, has_ids = self.index_path.exists(), self.ids_path.exists()
-        if has_index != has_ids:
+        # An index file without an id map but with a pending one: the first save was killed after its commit point.
+        if has_index != has_ids and not (has_index and self.pending_ids_path.exists()):
             missing = self.ids_path if has_index else self.index_path
             raise VectorIndexError(f"{missing} is missing (its partner file exists)")
         if has_index:
@@ -95,11 +105,12 @@ class VectorIndex:
 
     @classmethod
     def set_aside(cls, directory: Path | str, name: str) -> list[Path]:
-        """Rename ``<name>.faiss`` and ``<name>.ids.json`` (those that exist) to ``...damaged-<time>``, so
-        that a damaged index can be rebuilt without deleting what was there; returns the new paths."""
+        """Rename ``<name>.faiss`` and ``<name>.ids.json`` (and ``<name>.ids.json.pending``: those that exist)
+        to ``...damaged-<time>``, so that a damaged index can be rebuilt without deleting what was there; returns
+        the new paths."""
         stamp = time.strftime("%Y%m%dT%H%M%S")
         moved = []
-        for suffix in (".faiss", ".ids.json"):
+        for suffix in (".faiss", ".ids.json", ".ids.json.pending"):
             path = Path(directory) / f"{name}{suffix}"
             if path.exists():
                 target = path.with_name(f"{path.name}.damaged-{stamp}")
@@ -115,26 +126,50 @@ class VectorIndex:
         self.rebuild()
         return True
 
-    def _load(self) -> None:
+    @staticmethod
+    def _read_id_map(path: Path) -> dict[str, Any]:
         try:
-            meta = json.loads(self.ids_path.read_text(encoding="utf-8"))
-            version, stored_dim, kind = meta["format"], int(meta["dim"]), meta["index_kind"]
-            entries = [(str(s), int(f), None if fp is None else str(fp)) for s, f, fp in meta["ids"]]
-            next_id, checksum = int(meta["next_id"]), str(meta["sha256"])
+            meta = json.loads(path.read_text(encoding="utf-8"))
+            return {
+                "format": meta["format"],
+                "dim": int(meta["dim"]),
+                "index_kind": meta["index_kind"],
+                "ids": [(str(s), int(f), None if fp is None else str(fp)) for s, f, fp in meta["ids"]],
+                "next_id": int(meta["next_id"]),
+                "sha256": str(meta["sha256"]),
+            }
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise VectorIndexError(f"{self.ids_path} is not a valid id map: {exc}") from exc
+            raise VectorIndexError(f"{path} is not a valid id map: {exc}") from exc
+
+    def _load(self) -> None:
+        digest = _sha256(self.index_path)
+        ids_path, meta = self.ids_path, None
+        if self.ids_path.exists():
+            meta = self._read_id_map(self.ids_path)
+        if (meta is None or meta["sha256"] != digest) and self.pending_ids_path.exists():
+            # A save killed after its commit point (the index file's rename): the pending id map is the current one.
+            try:
+                pending = self._read_id_map(self.pending_ids_path)
+            except VectorIndexError:
+                pending = None
+            if pending is not None and pending["sha256"] == digest:
+                ids_path, meta = self.pending_ids_path, pending
+        if meta is None:
+            raise VectorIndexError(f"{self.ids_path} is missing (its partner file exists)")
+        version, stored_dim, kind = meta["format"], meta["dim"], meta["index_kind"]
+        entries, next_id, checksum = meta["ids"], meta["next_id"], meta["sha256"]
         if version != FORMAT_VERSION:
-            raise VectorIndexError(f"{self.ids_path} has format {version}, expected {FORMAT_VERSION}")
+            raise VectorIndexError(f"{ids_path} has format {version}, expected {FORMAT_VERSION}")
         if stored_dim != self.dim:
             raise VectorIndexError(f"{self.index_path} has dimension {stored_dim}, but dimension {self.dim} was asked")
-        if _sha256(self.index_path) != checksum:
-            raise VectorIndexError(f"{self.index_path} is corrupt: its SHA-256 does not match {self.ids_path}")
+        if digest != checksum:
+            raise VectorIndexError(f"{self.index_path} is corrupt: its SHA-256 does not match {ids_path}")
         try:
             index = faiss.read_index(str(self.index_path))
         except RuntimeError as exc:
             raise VectorIndexError(f"{self.index_path} cannot be read by FAISS: {exc}") from exc
         if not isinstance(index, faiss.IndexIDMap2 if kind == "flat" else faiss.IndexIVFFlat):
-            raise VectorIndexError(f"{self.index_path} holds {type(index).__name__}, but {self.ids_path} says {kind}")
+            raise VectorIndexError(f"{self.index_path} holds {type(index).__name__}, but {ids_path} says {kind}")
         if index.d != self.dim:
             raise VectorIndexError(f"{self.index_path} has dimension {index.d}, but dimension {self.dim} was asked")
         if index.ntotal != len(entries):
@@ -142,7 +177,7 @@ class VectorIndex:
         self._fids = {s: f for s, f, _ in entries}
         self._sids = {f: s for s, f, _ in entries}
         if not len(self._fids) == len(self._sids) == len(entries):
-            raise VectorIndexError(f"{self.ids_path} has duplicate ids")
+            raise VectorIndexError(f"{ids_path} has duplicate ids")
         self._fps = {s: fp for s, _, fp in entries}
         self._index, self._kind, self._next_id = index, kind, next_id
         if kind == "ivf":
@@ -251,10 +286,13 @@ class VectorIndex:
             self._index, self._kind = index, kind
 
     def save(self) -> None:
-        """Atomically write the index and its id map (temp files in the same directory, fsync, os.replace)."""
+        """Atomically write the index and its id map as a pair (temp files in the same directory, fsync,
+        os.replace): the id map goes to ``<name>.ids.json.pending``, the index file to ``<name>.faiss`` (the
+        commit point), then the pending id map to ``<name>.ids.json``; see the module docstring."""
         with self._lock:
             self.directory.mkdir(parents=True, exist_ok=True)
             tmp_index, tmp_ids = self._tempfile(".faiss"), self._tempfile(".ids.json")
+            committing = False
             try:
                 faiss.write_index(self._index, str(tmp_index))
                 _fsync(tmp_index)
@@ -268,12 +306,17 @@ class VectorIndex:
                 }
                 tmp_ids.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
                 _fsync(tmp_ids)
+                os.replace(tmp_ids, self.pending_ids_path)
+                _fsync(self.directory)  # the pending id map is on disk before the index file it describes
+                committing = True
                 os.replace(tmp_index, self.index_path)
-                os.replace(tmp_ids, self.ids_path)
+                os.replace(self.pending_ids_path, self.ids_path)
                 _fsync(self.directory)
             finally:
                 tmp_index.unlink(missing_ok=True)
                 tmp_ids.unlink(missing_ok=True)
+                if not committing:  # failed before the commit point: the old pair stands, its pending map goes
+                    self.pending_ids_path.unlink(missing_ok=True)
 
     def _tempfile(self, suffix: str) -> Path:
         fd, name = tempfile.mkstemp(prefix=f".{self.name}.", suffix=f"{suffix}.tmp", dir=self.directory)

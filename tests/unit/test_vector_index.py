@@ -231,3 +231,153 @@ def test_concurrent_upserts_and_searches(tmp_path: Path) -> None:
         list(pool.map(work, range(4)))
     assert len(index) == 400
     assert [hits[0][0] for hits in index.search(vectors, k=1)] == [f"T:{i}" for i in range(400)]
+
+
+class _Killed(BaseException):
+    """Stands for the process being killed (not an Exception, so nothing on the way up catches it)."""
+
+
+def _crash_at(monkeypatch: pytest.MonkeyPatch, target: str, call: int, directory: Path, snapshot: Path) -> None:
+    """Make the ``call``-th call of ``os.replace`` / ``_fsync`` / ``faiss.write_index`` in kg.vector_index first
+    copy ``directory`` to ``snapshot`` (what a hard kill leaves on disk: no finally blocks run) and then raise."""
+    import shutil
+
+    import kg.vector_index as module
+
+    owner, attr = {"replace": (module.os, "replace"), "fsync": (module, "_fsync")}.get(
+        target, (module.faiss, "write_index")
+    )
+    real, calls = getattr(owner, attr), {"n": 0}
+
+    def crashing(*args: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == call:
+            shutil.copytree(directory, snapshot)
+            raise _Killed(f"killed at {target} call {call}")
+        return real(*args)
+
+    monkeypatch.setattr(owner, attr, crashing)
+
+
+@pytest.mark.parametrize(
+    ("target", "call"),
+    [("write_index", 1)] + [("fsync", n) for n in range(1, 5)] + [("replace", n) for n in range(1, 4)],
+)
+def test_save_killed_at_any_point_reopens_old_or_new_content(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, call: int
+) -> None:
+    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
+    index = VectorIndex.open(directory, "entities", DIM)
+    index.upsert(_ids(10), _vectors(10))
+    index.save()
+    old_ids = index.ids()
+    index.upsert(["HP:0000100"], _vectors(1, seed=3))
+    index.remove(["HP:0000000"])
+    new_ids = index.ids()
+    _crash_at(monkeypatch, target, call, directory, snapshot)
+    with pytest.raises(_Killed):
+        index.save()
+    monkeypatch.undo()
+    # Both the disk as a hard kill leaves it and the disk after the exception unwound (finally blocks ran).
+    for where in (snapshot, directory):
+        reopened = VectorIndex.open(where, "entities", DIM)  # never "corrupt"
+        assert reopened.ids() in (old_ids, new_ids)
+        hits = reopened.search(_vectors(1, seed=3), k=1)[0]
+        assert (hits[0][0] == "HP:0000100") == (reopened.ids() == new_ids)
+        # The next save commits cleanly over whatever the kill left.
+        reopened.upsert(["HP:0000200"], _vectors(1, seed=4))
+        reopened.save()
+        again = VectorIndex.open(where, "entities", DIM)
+        assert again.ids() == reopened.ids()
+        assert sorted(p.name for p in where.iterdir() if not p.name.startswith(".")) == [
+            "entities.faiss",
+            "entities.ids.json",
+        ]
+
+
+def test_save_killed_after_commit_point_opens_new_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
+    index = VectorIndex.open(directory, "entities", DIM)
+    index.upsert(_ids(5), _vectors(5))
+    index.save()
+    index.upsert(["HP:0000100"], _vectors(1, seed=3))
+    _crash_at(monkeypatch, "replace", 3, directory, snapshot)  # the index file is in place, its id map is not
+    with pytest.raises(_Killed):
+        index.save()
+    monkeypatch.undo()
+    assert "HP:0000100" in VectorIndex.open(snapshot, "entities", DIM)
+
+
+def test_first_save_killed_after_commit_point_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
+    index = VectorIndex.open(directory, "entities", DIM)
+    index.upsert(_ids(5), _vectors(5))
+    _crash_at(monkeypatch, "replace", 3, directory, snapshot)
+    with pytest.raises(_Killed):
+        index.save()
+    monkeypatch.undo()
+    assert not (snapshot / "entities.ids.json").exists()  # only the index file and the pending id map
+    assert VectorIndex.open(snapshot, "entities", DIM).ids() == _ids(5)
+
+
+def test_stale_pending_id_map_does_not_hide_a_corrupt_index_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
+    index, _, _ = _filled(directory, n=20)
+    index.save()
+    index.upsert(["HP:0000100"], _vectors(1, seed=3))
+    _crash_at(monkeypatch, "replace", 2, directory, snapshot)  # killed before the commit point
+    with pytest.raises(_Killed):
+        index.save()
+    monkeypatch.undo()
+    assert (snapshot / "entities.ids.json.pending").exists()
+    path = snapshot / "entities.faiss"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(VectorIndexError, match="entities.faiss is corrupt"):
+        VectorIndex.open(snapshot, "entities", DIM)
+    moved = VectorIndex.set_aside(snapshot, "entities")
+    assert sorted(p.name.split(".damaged-")[0] for p in moved) == [
+        "entities.faiss",
+        "entities.ids.json",
+        "entities.ids.json.pending",
+    ]
+    assert len(VectorIndex.open(snapshot, "entities", DIM)) == 0
+
+
+def test_pair_written_by_earlier_versions_opens(tmp_path: Path) -> None:
+    import hashlib
+
+    import faiss
+
+    vectors = _vectors(3)
+    faiss.normalize_L2(vectors)
+    index = faiss.IndexIDMap2(faiss.IndexFlatIP(DIM))
+    index.add_with_ids(vectors, np.arange(3, dtype=np.int64))
+    faiss.write_index(index, str(tmp_path / "entities.faiss"))
+    meta = {
+        "format": 1,
+        "dim": DIM,
+        "index_kind": "flat",
+        "ids": [["a", 0, "fa"], ["b", 1, None], ["c", 2, "fc"]],
+        "next_id": 3,
+        "sha256": hashlib.sha256((tmp_path / "entities.faiss").read_bytes()).hexdigest(),
+    }
+    (tmp_path / "entities.ids.json").write_text(json.dumps(meta), encoding="utf-8")
+    opened = VectorIndex.open(tmp_path, "entities", DIM)
+    assert opened.ids() == ["a", "b", "c"] and opened.fingerprint("a") == "fa"
+    assert opened.search(vectors[1], k=1)[0][0][0] == "b"
+    opened.upsert(["d"], _vectors(1, seed=8))
+    opened.save()
+    assert VectorIndex.open(tmp_path, "entities", DIM).ids() == ["a", "b", "c", "d"]
+
+
+def test_repeated_saves_leave_only_the_pair(tmp_path: Path) -> None:
+    index = VectorIndex.open(tmp_path, "entities", DIM)
+    for i in range(5):
+        index.upsert([f"x{i}"], _vectors(1, seed=i))
+        index.save()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["entities.faiss", "entities.ids.json"]
+    assert VectorIndex.open(tmp_path, "entities", DIM).ids() == [f"x{i}" for i in range(5)]
