@@ -99,13 +99,13 @@ def _quiesce(settings: Settings, what: str, *, restore: bool = False) -> None:
     reason (a damaged ``graph.lbug``) fails a backup, and a restore goes on: it replaces the store."""
     if settings.graph_backend is not GraphBackend.ladybug or not settings.ladybug_path.exists():
         return
-    from kg.graph.base import GraphStoreError
+    from kg.graph.base import GraphStoreError, GraphStoreLocked
     from service.container import build_graph_store
 
     try:
         store = build_graph_store(settings)
     except GraphStoreError as exc:
-        if "could not set lock" in str(exc).lower():
+        if isinstance(exc, GraphStoreLocked):
             raise BackupError(
                 f"the graph store is in use ({exc}): stop `medkg serve` and any ingest before {what}"
             ) from None

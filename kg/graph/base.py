@@ -42,7 +42,7 @@ from kg.model import (
     utc_now,
 )
 
-__all__ = ["GraphStore", "BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable"]
+__all__ = ["GraphStore", "BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable", "GraphStoreLocked"]
 
 
 class GraphStoreError(RuntimeError):
@@ -56,6 +56,10 @@ TRANSACTION_ABORTED = "the transaction was rolled back because an earlier statem
 
 class GraphStoreUnavailable(GraphStoreError):
     """The store cannot be reached or opened (server down, wrong credentials, locked data dir)."""
+
+
+class GraphStoreLocked(GraphStoreUnavailable):
+    """The embedded store is held by another process (``medkg serve``, an ingest)."""
 
 
 @runtime_checkable

@@ -17,7 +17,14 @@ import ladybug
 import pyarrow as pa
 
 from kg.graph import ladybug_cypher as q
-from kg.graph.base import TRANSACTION_ABORTED, BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
+from kg.graph.base import (
+    TRANSACTION_ABORTED,
+    BaseGraphStore,
+    GraphStoreError,
+    GraphStoreLocked,
+    GraphStoreUnavailable,
+    key_rows,
+)
 from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]
@@ -90,7 +97,9 @@ class LadybugGraphStore(BaseGraphStore):
             )
             self._conn  # noqa: B018 - open this thread's connection now, so errors surface here
         except RuntimeError as exc:
-            raise GraphStoreUnavailable(f"cannot open the embedded graph store at {self.path}: {exc}") from exc
+            # Ladybug says only in its message that another process holds the file's lock
+            error = GraphStoreLocked if "could not set lock" in str(exc).lower() else GraphStoreUnavailable
+            raise error(f"cannot open the embedded graph store at {self.path}: {exc}") from exc
         if not read_only:
             for statement in q.SCHEMA:
                 self._run(statement)
