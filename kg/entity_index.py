@@ -67,7 +67,9 @@ class EntityIndex:
         if self._index is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             try:
-                self._index = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+                self._index = VectorIndex.open(
+                    self.directory, self.name, self.embedder.dimension, model=self.embedder.model_name
+                )
             except VectorIndexError as exc:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
         return self._index

@@ -183,7 +183,9 @@ class TextIndex:
     def vectors(self) -> VectorIndex:
         if self._vectors is None:
             try:
-                vectors = VectorIndex.open(self.directory, self.name, self.embedder.dimension)
+                vectors = VectorIndex.open(
+                    self.directory, self.name, self.embedder.dimension, model=self.embedder.model_name
+                )
             except VectorIndexError as exc:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
             # Passages are deleted from the table first: a process that stopped before saving the

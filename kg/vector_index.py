@@ -22,6 +22,11 @@ Design:
 * Up to ``flat_max`` vectors (default ~1M) the index is exact (``IndexIDMap2(IndexFlatIP)``). :meth:`rebuild`
   switches to an ``IndexIVFFlat`` (inner product, nlist ~ 4*sqrt(n), hashtable direct map so vectors stay
   retrievable and removable) when the index holds more than ``flat_max`` vectors, and back to flat below it.
+* ``model`` names what produced the vectors (a text embedding model, an image encoder's signature). The id map
+  records it, and :meth:`VectorIndex.open` refuses an index built by another model (``VectorIndexError``): its
+  vectors live in another space, and a query embedded by this model would find nonsense among them, even at the
+  same dimension. An id map without one (saved before it was recorded, or with ``model=None``) opens under any
+  model and records the model of the next save.
 """
 
 from __future__ import annotations
@@ -69,7 +74,14 @@ class VectorIndex:
     """A FAISS index of normalised vectors keyed by string ids, persisted in ``directory``."""
 
     def __init__(
-        self, directory: Path | str, name: str, dim: int, *, flat_max: int = 1_000_000, nprobe: int = 16
+        self,
+        directory: Path | str,
+        name: str,
+        dim: int,
+        *,
+        flat_max: int = 1_000_000,
+        nprobe: int = 16,
+        model: str | None = None,
     ) -> None:
         if not name or Path(name).name != name:
             raise ValueError(f"index name must be a plain file name, got {name!r}")
@@ -77,6 +89,7 @@ class VectorIndex:
             raise ValueError("dim, flat_max and nprobe must be positive")
         self.directory, self.name, self.dim = Path(directory), name, dim
         self.flat_max, self.nprobe = flat_max, nprobe
+        self.model = model  # what produced the vectors (module docstring); None: not checked
         self.index_path = self.directory / f"{name}.faiss"
         self.ids_path = self.directory / f"{name}.ids.json"
         self.pending_ids_path = self.directory / f"{name}.ids.json.pending"  # see save()
@@ -90,10 +103,18 @@ class VectorIndex:
 
     @classmethod
     def open(
-        cls, directory: Path | str, name: str, dim: int, *, flat_max: int = 1_000_000, nprobe: int = 16
+        cls,
+        directory: Path | str,
+        name: str,
+        dim: int,
+        *,
+        flat_max: int = 1_000_000,
+        nprobe: int = 16,
+        model: str | None = None,
     ) -> VectorIndex:
-        """Load ``<directory>/<name>.faiss`` and its id map if they exist, else return an empty index."""
-        self = cls(directory, name, dim, flat_max=flat_max, nprobe=nprobe)
+        """Load ``<directory>/<name>.faiss`` and its id map if they exist, else return an empty index.
+        ``VectorIndexError`` if they were built by a ``model`` other than the one given."""
+        self = cls(directory, name, dim, flat_max=flat_max, nprobe=nprobe, model=model)
         has_index, has_ids = self.index_path.exists(), self.ids_path.exists()
         # An index file without an id map but with a pending one: the first save was killed after its commit point.
         if has_index != has_ids and not (has_index and self.pending_ids_path.exists()):
@@ -137,6 +158,7 @@ class VectorIndex:
                 "ids": [(str(s), int(f), None if fp is None else str(fp)) for s, f, fp in meta["ids"]],
                 "next_id": int(meta["next_id"]),
                 "sha256": str(meta["sha256"]),
+                "model": None if meta.get("model") is None else str(meta["model"]),
             }
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise VectorIndexError(f"{path} is not a valid id map: {exc}") from exc
@@ -164,6 +186,13 @@ class VectorIndex:
             raise VectorIndexError(f"{self.index_path} has dimension {stored_dim}, but dimension {self.dim} was asked")
         if digest != checksum:
             raise VectorIndexError(f"{self.index_path} is corrupt: its SHA-256 does not match {ids_path}")
+        if meta["model"] is not None and self.model is not None and meta["model"] != self.model:
+            raise VectorIndexError(
+                f"{self.index_path} holds vectors of model {meta['model']!r}, but this process embeds with "
+                f"{self.model!r}: they cannot be compared"
+            )
+        if self.model is None:  # not checked: keep the model the file names
+            self.model = meta["model"]
         try:
             index = faiss.read_index(str(self.index_path))
         except RuntimeError as exc:
@@ -303,6 +332,7 @@ class VectorIndex:
                     "ids": [[sid, fid, self._fps[sid]] for sid, fid in self._fids.items()],
                     "next_id": self._next_id,
                     "sha256": _sha256(tmp_index),
+                    "model": self.model,
                 }
                 tmp_ids.write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
                 _fsync(tmp_ids)

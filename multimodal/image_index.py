@@ -175,7 +175,7 @@ class ImageIndex:
             self._db.execute("DELETE FROM thumbnails")  # kept while thumbnails were on: no pixels now
             self._db.commit()
         try:
-            self.vectors = VectorIndex.open(self.directory, name, encoder.dimension)
+            self.vectors = VectorIndex.open(self.directory, name, encoder.dimension, model=encoder.signature)
         except Exception:
             self._db.close()
             raise

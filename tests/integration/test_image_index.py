@@ -308,3 +308,22 @@ def test_thumbnails_off_keeps_and_serves_none_of_those_kept_before(tmp_path: Pat
     assert on.thumbnail(first.image_id) is None
     assert on.add([first]).unchanged == 1 and on.thumbnail(first.image_id) is not None  # made again
     on.close()
+
+
+def test_an_index_built_by_another_encoder_is_refused(tmp_path: Path, images: list[DicomImage]) -> None:
+    """An encoder of the same dimension but other weights or method embeds into another space: the
+    index names the encoder's signature and will not open under another (``medkg reindex`` sets it
+    aside and embeds again)."""
+    from kg.vector_index import VectorIndexError
+
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    index.add(images[:2])
+    index.commit()
+    index.close()
+
+    class Retrained(DescriptorEncoder):
+        signature = "descriptor-v2:151"
+
+    with pytest.raises(VectorIndexError, match="'descriptor-v1:151', but this process embeds with 'descriptor-v2"):
+        ImageIndex(tmp_path, Retrained())
+    assert len(ImageIndex(tmp_path, DescriptorEncoder())) == 2

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kg.text_index import DocumentRecord, PassageRecord, TextIndex
 
 PASSAGES = [
@@ -128,6 +130,7 @@ def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) 
         def __init__(self) -> None:
             self.calls = 0
             self.dimension, self.signature = text_embedder.dimension, text_embedder.signature
+            self.model_name = text_embedder.model_name
 
         def encode(self, texts: list[str]):  # noqa: ANN202
             self.calls += 1
@@ -161,6 +164,30 @@ def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) 
     ]
     assert all(p.exists() for p in r.set_aside) and len(fresh.vectors) == 20
     fresh.close()
+
+
+def test_an_index_embedded_by_another_model_is_refused_until_reindexed(tmp_path: Path, text_embedder) -> None:
+    """Switching MEDKG_EMBEDDING_MODEL to a model of the same dimension: the old vectors are not mixed
+    with queries embedded by the new one; the error says to reindex, and reindex embeds everything."""
+    from kg.embedders import TextEmbedder, resolve_model_path
+    from kg.vector_index import VectorIndexError
+
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(PASSAGES)
+    index.commit()
+    index.close()
+    # the same weights under another name stand for another model (what the index can tell apart)
+    other = TextEmbedder(resolve_model_path(text_embedder.model_name)[0], dtype=text_embedder.dtype)
+    assert other.model_name != text_embedder.model_name and other.dimension == text_embedder.dimension
+    switched = TextIndex(tmp_path, other)
+    with pytest.raises(VectorIndexError, match=r"this process embeds with .*medkg reindex --only passages"):
+        switched.search("marfan syndrome aortic dilation", k=1)
+    r = switched.reindex(progress=False)
+    assert r.embedded == 5 and len(r.set_aside) == 2
+    assert switched.search("marfan syndrome aortic dilation", k=1)[0].doc_id == "PMID:1"
+    switched.close()
+    with pytest.raises(VectorIndexError, match="this process embeds with"):  # and now the old model is refused
+        TextIndex(tmp_path, text_embedder).vectors  # noqa: B018
 
 
 HEPATITIS = [

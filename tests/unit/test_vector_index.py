@@ -381,3 +381,35 @@ def test_repeated_saves_leave_only_the_pair(tmp_path: Path) -> None:
         index.save()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entities.faiss", "entities.ids.json"]
     assert VectorIndex.open(tmp_path, "entities", DIM).ids() == [f"x{i}" for i in range(5)]
+
+
+def test_an_index_built_by_another_model_is_refused(tmp_path: Path) -> None:
+    """Two models of the same dimension embed into different spaces: the id map names the model, and
+    opening with another one is an error naming both, not nonsense results."""
+    index = VectorIndex.open(tmp_path, "passages", DIM, model="model-a")
+    index.upsert(_ids(5), _vectors(5))
+    index.save()
+    assert json.loads((tmp_path / "passages.ids.json").read_text())["model"] == "model-a"
+    with pytest.raises(VectorIndexError, match="model 'model-a', but this process embeds with 'model-b'"):
+        VectorIndex.open(tmp_path, "passages", DIM, model="model-b")
+    same = VectorIndex.open(tmp_path, "passages", DIM, model="model-a")
+    assert same.ids() == _ids(5)
+    unchecked = VectorIndex.open(tmp_path, "passages", DIM)  # no model given: opens, keeps the one named
+    assert unchecked.model == "model-a"
+    unchecked.save()
+    with pytest.raises(VectorIndexError, match="model-a"):
+        VectorIndex.open(tmp_path, "passages", DIM, model="model-b")
+
+
+def test_an_id_map_saved_before_models_were_recorded_opens_and_records_the_model(tmp_path: Path) -> None:
+    index = VectorIndex.open(tmp_path, "passages", DIM)
+    index.upsert(_ids(3), _vectors(3))
+    index.save()
+    path = tmp_path / "passages.ids.json"
+    meta = json.loads(path.read_text())
+    del meta["model"]  # the format of earlier versions
+    path.write_text(json.dumps(meta))
+    opened = VectorIndex.open(tmp_path, "passages", DIM, model="model-b")
+    assert opened.ids() == _ids(3)
+    opened.save()
+    assert json.loads(path.read_text())["model"] == "model-b"
