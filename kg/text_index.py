@@ -537,6 +537,41 @@ class TextIndex:
         vector = self.embedder.encode([query])[0] if vector is None else vector
         return self.vectors.search(vector, k)[0]
 
+    def _fuse(
+        self,
+        dense: list[tuple[str, float]],
+        lexical: list[tuple[str, float]],
+        mode: SearchMode,
+        vector: np.ndarray | None,
+        floor: float,
+        exclude_retracted: bool,
+    ) -> tuple[list[str], dict[str, float], dict[str, float], dict[str, PassageRecord]]:
+        """The candidates of both lists in fused order (RRF in ``hybrid``), those under the cosine ``floor``
+        (``hybrid``), gone or (``exclude_retracted``) retracted left out; with their fused scores, cosines to
+        the query and records."""
+        if mode == "bm25":
+            fused = dict(lexical)
+        elif mode == "dense":
+            fused = dict(dense)
+        else:
+            fused = {}
+            for ranked in (dense, lexical):
+                for rank, (pid, _) in enumerate(ranked, start=1):
+                    fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
+        cosines = dict(dense)
+        if vector is not None:
+            for pid in fused.keys() - cosines.keys():
+                stored = self.vectors.vector(pid)
+                if stored is not None:
+                    cosines[pid] = float(stored @ vector)
+        order = sorted(fused, key=lambda p: (-fused[p], p))
+        if mode == "hybrid":
+            order = [p for p in order if cosines.get(p, -1.0) >= floor]
+        records = self.get(order)
+        # a vector whose passage is gone counts for nothing; nor, when asked, a retracted passage
+        order = [p for p in order if p in records and not (exclude_retracted and records[p].retracted)]
+        return order, fused, cosines, records
+
     def search(
         self,
         query: str,
@@ -555,36 +590,28 @@ class TextIndex:
             raise InvalidInput("k must be positive")
         if not len(self):
             return []
-        n = max(candidates, k)
         if mode == "bm25":
             vector = None
         elif vector is None:
             vector = self.embedder.encode([query])[0]
-        dense = self.dense_search(query, n, vector) if mode != "bm25" else []
-        lexical = self.bm25_search(query, n) if mode != "dense" else []
+        n = max(candidates, k)
+        while True:
+            dense = self.dense_search(query, n, vector) if mode != "bm25" else []
+            lexical = self.bm25_search(query, n) if mode != "dense" else []
+            order, fused, cosines, records = self._fuse(dense, lexical, mode, vector, floor, exclude_retracted)
+            # Retracted or gone passages (and, in hybrid, the floor) can leave fewer than k of the first n
+            # candidates. Look further only where more may qualify: a list cut at n; in hybrid, one passes
+            # the floor only if its cosine does, so only while the n-th dense candidate still does.
+            if mode == "hybrid":
+                more = len(dense) >= n and dense[-1][1] >= floor
+            else:
+                more = len(dense if mode == "dense" else lexical) >= n
+            if len(order) >= k or not more or n >= len(self):
+                break
+            n = min(4 * n, len(self))
+        order = order[:k]
         dense_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(dense)}
         bm25_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(lexical)}
-        if mode == "bm25":
-            fused = {pid: s for pid, s in lexical}
-        elif mode == "dense":
-            fused = {pid: s for pid, s in dense}
-        else:
-            fused = {}
-            for ranks in (dense_rank, bm25_rank):
-                for pid, (rank, _) in ranks.items():
-                    fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
-        cosines = {pid: s for pid, (_, s) in dense_rank.items()}
-        if vector is not None:
-            for pid in fused.keys() - cosines.keys():
-                stored = self.vectors.vector(pid)
-                if stored is not None:
-                    cosines[pid] = float(stored @ vector)
-        order = sorted(fused, key=lambda p: (-fused[p], p))
-        if mode == "hybrid":
-            order = [p for p in order if cosines.get(p, -1.0) >= floor]
-        records = self.get(order)
-        # a vector whose passage is gone counts for nothing; nor, when asked, a retracted passage
-        order = [p for p in order if p in records and not (exclude_retracted and records[p].retracted)][:k]
         documents = self.get_documents(r.doc_id for r in records.values())
         hits = []
         for pid in order:

@@ -69,6 +69,30 @@ def test_documents_carry_citations_and_flags(tmp_path: Path, text_embedder) -> N
     assert index.search("marfan", k=3, floor=-1.0)[0].doc_id == "PMID:1"  # shown, flagged, otherwise
 
 
+def test_retracted_candidates_do_not_leave_fewer_than_k(tmp_path: Path, text_embedder) -> None:
+    """When the best candidates are all retracted, the search looks past them for k that are not, in
+    every mode; in hybrid, never past the cosine floor."""
+    index = TextIndex(tmp_path, text_embedder)
+    retracted = [
+        PassageRecord(
+            f"PMID:{100 + i}#s0", f"PMID:{100 + i}", f"Marfan syndrome causes aortic root dilation (cohort {i})."
+        )
+        for i in range(8)
+    ]
+    index.add([*retracted, *PASSAGES])
+    index.commit()
+    index.put_documents([DocumentRecord(p.doc_id, "x", "t", "J", 2020, (), None) for p in retracted])
+    assert index.mark_documents([p.doc_id for p in retracted], retracted=True) == 8
+    for mode in ("hybrid", "dense", "bm25"):
+        hits = index.search(
+            "marfan syndrome aortic root dilation", k=2, mode=mode, candidates=4, floor=-1.0, exclude_retracted=True
+        )
+        assert [h.doc_id for h in hits] == ["PMID:1", "PMID:1"], mode
+    # above the floor there is nothing else to find: no widening to unrelated passages
+    strict = index.search("marfan syndrome aortic root dilation", k=5, candidates=4, exclude_retracted=True)
+    assert {h.doc_id for h in strict} == {"PMID:1"}
+
+
 def test_bm25_is_rebuilt_when_its_files_lag_the_table(tmp_path: Path, text_embedder) -> None:
     """A crash after the table was written but before BM25 was rebuilt heals on the next open."""
     index = TextIndex(tmp_path, text_embedder)
