@@ -18,7 +18,8 @@ Design:
   and opens the new content. Killed before the commit point, the old pair is intact (a stale pending file is
   ignored: its checksum does not match, and the next save replaces it). So an interrupted save leaves the old
   content or the new one, never a "corrupt" pair. The file names and the id-map format are those of earlier
-  versions, so pairs they saved open unchanged.
+  versions, so pairs they saved open unchanged. Temporary files a killed save left behind are deleted by the
+  next :meth:`VectorIndex.open` once they are ten minutes old (a live save renames its own within seconds).
 * Up to ``flat_max`` vectors (default ~1M) the index is exact (``IndexIDMap2(IndexFlatIP)``). :meth:`rebuild`
   switches to an ``IndexIVFFlat`` (inner product, nlist ~ 4*sqrt(n), hashtable direct map so vectors stay
   retrievable and removable) when the index holds more than ``flat_max`` vectors, and back to flat below it.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import tempfile
@@ -45,9 +47,12 @@ from typing import Any
 import faiss
 import numpy as np
 
+logger = logging.getLogger(__name__)
+
 __all__ = ["VectorIndex", "VectorIndexError"]
 
 FORMAT_VERSION = 1
+STALE_TEMP_S = 600  # a temporary file of a save untouched this long was left by a killed process
 MIN_POINTS_PER_CENTROID = 39  # FAISS k-means wants at least this many training points per list
 
 
@@ -115,6 +120,7 @@ class VectorIndex:
         """Load ``<directory>/<name>.faiss`` and its id map if they exist, else return an empty index.
         ``VectorIndexError`` if they were built by a ``model`` other than the one given."""
         self = cls(directory, name, dim, flat_max=flat_max, nprobe=nprobe, model=model)
+        self._sweep_temp_files()
         has_index, has_ids = self.index_path.exists(), self.ids_path.exists()
         # An index file without an id map but with a pending one: the first save was killed after its commit point.
         if has_index != has_ids and not (has_index and self.pending_ids_path.exists()):
@@ -123,6 +129,23 @@ class VectorIndex:
         if has_index:
             self._load()
         return self
+
+    def _sweep_temp_files(self, older_than_s: float = STALE_TEMP_S) -> list[Path]:
+        """Delete this index's temporary files that a save killed before its end left behind (a save
+        writes, fsyncs and renames them within seconds; one untouched for ``older_than_s`` is no live
+        save's). Returns what it deleted."""
+        swept = []
+        if self.directory.is_dir():
+            for path in self.directory.glob(f".{self.name}.*.tmp"):
+                try:
+                    if time.time() - path.stat().st_mtime > older_than_s:
+                        path.unlink()
+                        swept.append(path)
+                except FileNotFoundError:  # renamed or removed meanwhile
+                    continue
+        if swept:
+            logger.warning("removed %d temporary file(s) of an interrupted save of %s", len(swept), self.index_path)
+        return swept
 
     @classmethod
     def set_aside(cls, directory: Path | str, name: str) -> list[Path]:

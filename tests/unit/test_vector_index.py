@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -413,3 +415,19 @@ def test_an_id_map_saved_before_models_were_recorded_opens_and_records_the_model
     assert opened.ids() == _ids(3)
     opened.save()
     assert json.loads(path.read_text())["model"] == "model-b"
+
+
+def test_temporary_files_of_a_killed_save_are_swept_on_open(tmp_path: Path) -> None:
+    index, _, _ = _filled(tmp_path, n=5)
+    index.save()
+    stale = [tmp_path / ".entities.abc123.faiss.tmp", tmp_path / ".entities.def456.ids.json.tmp"]
+    fresh = tmp_path / ".entities.ghi789.faiss.tmp"  # a save of another process, under way
+    other = tmp_path / ".passages.jkl012.faiss.tmp"  # another index's
+    for path in (*stale, fresh, other):
+        path.write_bytes(b"partial")
+    hour_ago = time.time() - 3600
+    for path in (*stale, other):
+        os.utime(path, (hour_ago, hour_ago))
+    reopened = VectorIndex.open(tmp_path, "entities", DIM)
+    assert len(reopened) == 5
+    assert not any(p.exists() for p in stale) and fresh.exists() and other.exists()
