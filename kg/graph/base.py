@@ -428,6 +428,8 @@ class BaseGraphStore(ABC):
             row = relation_to_row(rel, now)
             old = stored.get(rel.key)
             if old is None:
+                if rel.valid_from is not None:  # a start given by the source (a date), not the time of writing
+                    row["valid_from"] = self._after_earlier_versions(rel, row["valid_from"])
                 creates.append(row)
             elif _same_statement(old, row):
                 summary.unchanged += 1
@@ -445,6 +447,14 @@ class BaseGraphStore(ABC):
         summary.added += len(creates)
         summary.updated += len(replaces)
         return summary
+
+    def _after_earlier_versions(self, rel: Relation, start: str) -> str:
+        """``start``, or the latest end of an earlier version of ``rel``'s fact when that is later: the
+        versions of a fact never overlap in valid time (a fact ended in June and stated again with a
+        January date is valid again from June, not twice from January to June). Read only for facts
+        given a start, so bulk loads, which never are, read nothing more."""
+        rows = self._relation_rows(rel.subject, rel.object, rel.type, True, 1_000_000)
+        return max([start, *(r["valid_to"] for r in rows if r["key"] == rel.key and r.get("valid_to"))])
 
     def invalidate(
         self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
@@ -639,7 +649,9 @@ class BaseGraphStore(ABC):
         types = _types(rel_types)
         if types is not None:
             types = sorted(set(types) | {SAME_AS})
-        found: dict[tuple[str, ...], GraphPath] = {}
+        # one path per walk (nodes, and each hop's fact): the same fact from two sources is one hop, so
+        # that such twins do not use up ``limit``; the one whose edge keys sort first stands for them
+        found: dict[tuple[str, ...], tuple[tuple[str, ...], GraphPath]] = {}
         cap = candidate_cap or self.path_candidate_cap
         longest = max_hops + free_same_as
 
@@ -650,7 +662,10 @@ class BaseGraphStore(ABC):
                 path = GraphPath(nodes=nodes, relations=[row_to_relation(r) for r in rel_rows])
                 if path.cost > max_hops or path.length - path.cost > free_same_as:
                     continue
-                found.setdefault(tuple(nodes) + tuple(r.key for r in path.relations), path)
+                walk = tuple(nodes) + tuple(f"{r.subject}|{r.type}|{r.object}" for r in path.relations)
+                keys = tuple(r.key for r in path.relations)
+                if walk not in found or keys < found[walk][0]:
+                    found[walk] = (keys, path)
 
         if degrees is None or not {source, target} <= degrees.keys():
             degrees = self.degrees([source, target])
@@ -668,11 +683,11 @@ class BaseGraphStore(ABC):
             for length in range(1, longest + 1):
                 collect(candidates(length, length))
                 if len(found) >= limit:  # done if the limit-th best beats any longer path
-                    kth = sorted((p.cost, p.length) for p in found.values())[limit - 1]
+                    kth = sorted((p.cost, p.length) for _, p in found.values())[limit - 1]
                     if kth < (max(0, length + 1 - free_same_as), length + 1):
                         break
-        ordered = sorted(found.items(), key=lambda kv: (kv[1].cost, kv[1].length, kv[0]))
-        return [p for _, p in ordered[:limit]]
+        ordered = sorted(found.items(), key=lambda kv: (kv[1][1].cost, kv[1][1].length, kv[0]))
+        return [p for _, (_, p) in ordered[:limit]]
 
     def relations(
         self,

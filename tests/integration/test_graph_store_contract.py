@@ -3,7 +3,7 @@ with the same inputs and the same expected answers."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -197,6 +197,32 @@ def test_contradiction_invalidates_the_old_edge_and_keeps_it(store: BaseGraphSto
     assert len(store.relations(subject="OMIM:154700", object="HP:0001166")) == 3
 
 
+def test_a_fact_stated_again_with_an_earlier_date_starts_when_its_last_version_ended(store: BaseGraphStore) -> None:
+    """Versions of one fact never overlap in valid time: ended, then stated again by a source dated
+    before the end, it is valid again from the end; a date after the end is kept as given."""
+    load(store)
+    [first] = store.relations(subject="OMIM:154700", object="HP:0001083")
+    assert first.valid_from is not None
+    ended = first.valid_from + timedelta(days=30)
+    assert store.invalidate("OMIM:154700", "HAS_PHENOTYPE", "HP:0001083", at=ended) == 1
+    fact = next(r for r in GRAPH_RELATIONS if r.object == "HP:0001083")
+    restated = fact.model_copy(update={"valid_from": first.valid_from + timedelta(days=1)})
+    assert store.upsert_relations([restated]).added == 1
+    old, new = store.relations(subject="OMIM:154700", object="HP:0001083")
+    assert (old.valid_to, new.valid_from, new.valid_to) == (ended, ended, None)
+    later = ended + timedelta(days=30)
+    assert store.invalidate("OMIM:154700", "HAS_PHENOTYPE", "HP:0001083", at=later) == 1
+    after_end = later + timedelta(days=10)
+    store.upsert_relations([fact.model_copy(update={"valid_from": after_end})])
+    history = store.relations(subject="OMIM:154700", object="HP:0001083")
+    assert [(r.valid_from, r.valid_to) for r in history[1:]] == [(ended, later), (after_end, None)]
+    # another source's versions are another fact
+    early = datetime(2024, 1, 1, tzinfo=UTC)
+    store.upsert_relations([fact.model_copy(update={"source": "orphanet:2024", "valid_from": early})])
+    mine = [r for r in store.relations(subject="OMIM:154700", object="HP:0001083") if r.source == "orphanet:2024"]
+    assert [r.valid_from for r in mine] == [early]
+
+
 def test_invalidated_edges_are_hidden_from_current_queries_but_kept(store: BaseGraphStore) -> None:
     load(store)
     when = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -295,6 +321,21 @@ def test_paths_are_ordered_filtered_and_limited(store: BaseGraphStore) -> None:
     assert store.paths("HP:0001166", "HP:0001166") == []
     with pytest.raises(ValueError):
         store.paths("HP:0001166", "HP:0001083", max_hops=0)
+
+
+def test_a_fact_stated_by_two_sources_is_one_hop_of_one_path(store: BaseGraphStore) -> None:
+    """The same walk over the same facts, from two sources, is one path (the first source by key), so
+    such twins do not crowd the other paths out of ``limit``."""
+    load(store)
+    store.upsert_relations(
+        [
+            GRAPH_RELATIONS[3].model_copy(update={"source": "orphanet:2024"}),
+            Relation(subject="NCBIGene:2200", type="ASSOCIATED_WITH", object="HP:0001166", source="hpo:2025-01-16"),
+        ]
+    )
+    paths = store.paths("Gene::2200", "HP:0001166", max_hops=3, limit=3)  # two walks, not three paths
+    assert [p.nodes for p in paths] == [["NCBIGene:2200", "HP:0001166"], ["NCBIGene:2200", "OMIM:154700", "HP:0001166"]]
+    assert paths[1].relations[1].source == "hpo:2025-01-16"  # of "hpo:..." and "orphanet:...", the first
 
 
 def test_degrees_count_every_edge_and_paths_start_from_the_sparser_end(store: BaseGraphStore) -> None:
