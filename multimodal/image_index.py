@@ -153,6 +153,16 @@ def _record(row: sqlite3.Row) -> ImageRecord:
     )
 
 
+def _comparable(record: ImageMetadata, modality: str | None, body_part: str | None) -> bool:
+    """Whether an indexed image may stand as a prior for a study of ``modality`` and ``body_part``: an
+    unknown value on either side rules nothing out (DICOM's body part is often not filled in)."""
+
+    def same(a: str | None, b: str | None) -> bool:
+        return not a or not b or a.strip().upper() == b.strip().upper()
+
+    return same(record.modality, modality) and same(record.body_part, body_part)
+
+
 class ImageIndex:
     """Image vectors (FAISS), metadata and display thumbnails (SQLite) in ``directory``; safe to
     share between threads. ``thumbnails=False`` keeps no pixels at all."""
@@ -383,6 +393,13 @@ class ImageIndex:
                 )
         return own
 
+    def kind_of(self, image_id: str | None = None, image: DicomImage | None = None) -> tuple[str | None, str | None]:
+        """The modality and body part of a query image (``image``, else the indexed ``image_id``), for
+        ``search(comparable_to=...)``."""
+        if image is None and image_id:
+            image = self.get([image_id]).get(image_id)  # type: ignore[assignment]
+        return (image.modality, image.body_part) if image is not None else (None, None)
+
     def query_vector(self, query: np.ndarray | DicomImage) -> np.ndarray:
         """The vector of a query: a vector as given; an image's stored vector when the index holds
         this very file under this encoder, else a fresh embedding of its pixels."""
@@ -399,15 +416,31 @@ class ImageIndex:
             raise ValueError(f"a query vector must have {self.encoder.dimension} values, got shape {vector.shape}")
         return vector
 
-    def search(self, query: np.ndarray | DicomImage, k: int = 5, exclude: Iterable[str] = ()) -> list[ImageHit]:
-        """The ``k`` most similar images, best first, leaving out the ids in ``exclude``."""
+    def search(
+        self,
+        query: np.ndarray | DicomImage,
+        k: int = 5,
+        exclude: Iterable[str] = (),
+        comparable_to: tuple[str | None, str | None] | None = None,
+    ) -> list[ImageHit]:
+        """The ``k`` most similar images, best first, leaving out the ids in ``exclude``. ``comparable_to``
+        (a ``(modality, body part)`` from ``kind_of``): only images a radiologist would compare with such
+        a study: of the same modality when it is known, and of the same body part when both state one."""
         if k <= 0:
             raise InvalidInput(f"k must be positive, got {k}")
         excluded = set(exclude)
         vector = self.query_vector(query)
-        found = self.vectors.search(vector, k + len(excluded))[0]
-        kept = [(sid, score) for sid, score in found if sid not in excluded][:k]
-        records = self.get([sid for sid, _ in kept])
+        n = k + len(excluded)
+        while True:  # images left out can leave fewer than k among the first n: look further while there are more
+            found = self.vectors.search(vector, n)[0]
+            kept = [(sid, score) for sid, score in found if sid not in excluded]
+            records = self.get([sid for sid, _ in kept])
+            if comparable_to is not None:
+                kept = [(sid, s) for sid, s in kept if sid in records and _comparable(records[sid], *comparable_to)]
+            if len(kept) >= k or len(found) < n:
+                break
+            n *= 4
+        kept = kept[:k]
         hits = []
         for sid, score in kept:
             rec = records.get(sid)

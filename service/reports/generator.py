@@ -166,7 +166,8 @@ class ReportGenerator:
         if self.image_index is not None and (image is not None or image_id):
             query: Any = image if image is not None else self.image_index.vectors.vector(image_id or "")
             if query is not None:
-                for hit in self.image_index.search(query, k=4 * k, exclude=own):  # never the study itself
+                kind = self.image_index.kind_of(image_id, image)  # priors of its modality and body part
+                for hit in self.image_index.search(query, k=4 * k, exclude=own, comparable_to=kind):
                     if hit.report_id:
                         offer(hit.report_id, hit.score, "image", hit.image_id)
         if text.strip():

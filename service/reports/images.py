@@ -14,7 +14,8 @@ __all__ = ["similar_study_evidence"]
 def similar_study_evidence(
     images: ImageIndex, reports: ReportStore, image: DicomImage | None, image_id: str | None, k: int = 3
 ) -> list[EvidenceItem]:
-    """``IMG:`` evidence items for the ``k`` nearest indexed studies (the query image itself left out)."""
+    """``IMG:`` evidence items for the ``k`` nearest indexed studies comparable with the query (its modality,
+    its body part where both state one; the query's own study left out)."""
     if image is None and not image_id:
         return []
     if image is None:
@@ -27,7 +28,8 @@ def similar_study_evidence(
         query = image
     own = images.own_study(image_id, image)  # never the study itself, nor its report
     items = []
-    for hit in images.search(query, k=k, exclude=own):
+    # only studies a radiologist would compare with this one: same modality, same body part where both say
+    for hit in images.search(query, k=k, exclude=own, comparable_to=images.kind_of(image_id, image)):
         report = reports.get(hit.report_id) if hit.report_id else None
         study = " ".join(
             p for p in (MODALITY_NAMES.get(hit.modality or "", hit.modality or ""), (hit.body_part or "").lower()) if p

@@ -132,6 +132,8 @@ def test_report_from_an_uploaded_study(client: TestClient, loaded: tuple[Contain
     out = r.json()
     assert out["technique"].startswith("Computed Radiography of the chest")
     assert "IUXR:1" not in {p["doc_id"] for p in out["priors"] if p["via"] == ["image"]}  # never its own report
+    # nor, by image, a study of another modality or body part (the other radiograph is of a leg)
+    assert not any("image" in p["via"] for p in out["priors"])
     assert out["impression"] and "[IUXR:" in out["impression"] and "[IUXR:" in out["findings"]
     cited = {c["id"] for c in out["citations"]}
     assert cited and all(i.startswith("IUXR:") for i in cited if "#" in i)
@@ -181,9 +183,13 @@ def test_report_for_an_indexed_study_and_errors(client: TestClient, loaded: tupl
 
 
 def test_qa_with_an_attached_study_cites_similar_studies(client: TestClient, loaded: tuple[Container, Path]) -> None:
-    _, studies = loaded
-    ds = pydicom.dcmread(studies / "RG1_J2KI.dcm")
+    """An attached study is compared with prior studies of its modality and body part only: a new
+    radiograph of a leg cites the leg radiograph, never the chest film, CT, MR or ultrasound."""
+    c, studies = loaded
+    ds = pydicom.dcmread(studies / "RG3_J2KI.dcm")  # CR, EXTREMITY: another patient's study of the same kind
     ds.PatientName, ds.PatientID = "Doe^Jane", "MRN-4242"
+    ds.StudyInstanceUID, ds.SeriesInstanceUID = pydicom.uid.generate_uid(), pydicom.uid.generate_uid()
+    ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = pydicom.uid.generate_uid()
     buf = io.BytesIO()
     ds.save_as(buf)
     files = {"file": ("study.dcm", buf.getvalue(), "application/dicom")}
@@ -193,11 +199,16 @@ def test_qa_with_an_attached_study_cites_similar_studies(client: TestClient, loa
     assert r.status_code == 200, r.text
     out = r.json()
     assert "Doe" not in r.text and "MRN-4242" not in r.text
-    images = [c for c in out["citations"] if c["kind"] == "image"]
-    assert images and all(c["id"].startswith("IMG:2.25.") for c in images)
+    images = [c["id"] for c in out["citations"] if c["kind"] == "image"]
+    assert images == [_image_id(c, "RG3_J2KI.dcm")]
     assert "was reported as" in out["answer"] and "images" in out["timings_ms"]
-    indexed = client.post("/v1/qa", json={"question": "What does this study show?", "image_id": images[0]["id"]})
-    assert indexed.status_code == 200 and any(c["kind"] == "image" for c in indexed.json()["citations"])
+    # the chest radiograph has no comparable prior here (the other radiograph is of a leg): no image evidence
+    chest = client.post(
+        "/v1/qa", json={"question": "What does this study show?", "image_id": _image_id(c, "RG1_J2KI.dcm")}
+    )
+    assert chest.status_code == 200 and not any(c["kind"] == "image" for c in chest.json()["citations"])
+    indexed = client.post("/v1/qa", json={"question": "What does this study show?", "image_id": images[0]})
+    assert indexed.status_code == 200
     missing = client.post("/v1/qa", json={"question": "What does it show?", "image_id": "IMG:2.25.1"})
     assert missing.status_code == 404
 

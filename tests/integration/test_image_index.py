@@ -327,3 +327,23 @@ def test_an_index_built_by_another_encoder_is_refused(tmp_path: Path, images: li
     with pytest.raises(VectorIndexError, match="'descriptor-v1:151', but this process embeds with 'descriptor-v2"):
         ImageIndex(tmp_path, Retrained())
     assert len(ImageIndex(tmp_path, DescriptorEncoder())) == 2
+
+
+def test_comparable_search_keeps_the_modality_and_body_part(tmp_path: Path, images: list[DicomImage]) -> None:
+    """Priors for a study are of its modality, and of its body part when both images state one (case
+    aside); an unknown value rules nothing out; the search looks past the images it leaves out."""
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    ct = next(img for img in images if img.modality == "CT")
+    chest = replace(ct, image_id="IMG:2.25.801", study_id="STUDY:2.25.8", body_part="CHEST", sha256="8" * 64)
+    head = replace(ct, image_id="IMG:2.25.802", study_id="STUDY:2.25.9", body_part="head", sha256="9" * 64)
+    index.add([*images, chest, head])
+    everything = index.search(ct, k=len(images) + 2)
+    assert {h.modality for h in everything} > {"CT"}
+    assert index.kind_of(image_id=head.image_id) == ("CT", "head") and index.kind_of(image=ct) == ("CT", None)
+    same_kind = index.search(ct, k=10, comparable_to=("CT", None))  # no body part stated: any CT
+    assert {h.image_id for h in same_kind} == {ct.image_id, chest.image_id, head.image_id}
+    heads = index.search(ct, k=10, comparable_to=("ct", "HEAD"))  # a head CT: not the chest one
+    assert {h.image_id for h in heads} == {ct.image_id, head.image_id}
+    one = index.search(ct, k=1, exclude=[ct.image_id], comparable_to=("CT", "HEAD"))
+    assert [h.image_id for h in one] == [head.image_id]
+    assert index.search(ct, k=3, comparable_to=("XA", None)) == []
