@@ -43,7 +43,8 @@ class Ended:
 @dataclass(frozen=True)
 class Supersedes:
     """This load is the whole of release ``source`` (e.g. ``hpo:2025-01-16``): current edges of the
-    sources of the same ``family`` (``hpo:``) that sort before it, older releases, are ended, but for
+    older releases of the same ``family`` (``hpo:``: earlier dates, and an undated ``hpo:unknown``;
+    an undated load supersedes nothing) are ended, but for
     those of ``kept_types``, which the load did not read (HPO without its gene file)."""
 
     source: str
@@ -72,6 +73,15 @@ class OlderRelease(InvalidInput):
     """A file loaded whole (:class:`Complete`) is a release older than one of its family the graph holds
     current: loading it would state again, as current, what the newer release changed or dropped (and
     give its entities the older wording). Raised before anything of the load is written."""
+
+
+def _older_release(source: str, than: str, family: str) -> bool:
+    """Whether ``source`` is a release of ``family`` older than release ``than``: a dated release
+    supersedes older dates and an undated one (``hpo:unknown``); an undated release supersedes none."""
+    if not source.startswith(family) or source == than:
+        return False
+    theirs, mine = source.removeprefix(family), than.removeprefix(family)
+    return bool(_DATED.fullmatch(mine)) and (not _DATED.fullmatch(theirs) or theirs < mine)
 
 
 def _newer_releases(store: BaseGraphStore, complete: Complete) -> list[str]:
@@ -191,7 +201,7 @@ def ingest(
         t0 = time.perf_counter()
         current = store.current_sources()
         for release in supersedes:
-            for older in (s for s in current if s.startswith(release.family) and s < release.source):
+            for older in (s for s in current if _older_release(s, release.source, release.family)):
                 n = store.end_source(older, keep_types=release.kept_types)
                 report.relations.invalidated += n
                 report.count(f"edges of the older release {older} (ended)", n)

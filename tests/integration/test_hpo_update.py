@@ -261,6 +261,24 @@ def test_an_undated_release_is_never_newer_than_a_dated_one(store: BaseGraphStor
     assert not isinstance(first, Problem), first
 
 
+def test_a_dated_release_supersedes_an_undated_one_and_not_the_reverse(store: BaseGraphStore, tmp_path: Path) -> None:
+    """HPO loaded from files without a readable version (``hpo:unknown``) is ended by a dated release
+    loaded in full; an undated release loaded over a dated one ends nothing of it."""
+    undated = small_release(tmp_path / "undated")
+    hpoa = undated / "phenotype.hpoa"
+    hpoa.write_text(re.sub(r"(?m)^#version: .*\n", "", hpoa.read_text()))
+    ingest(store, hpo_items(undated, genes=False), "hpo", progress=False)
+    stated = store.current_sources()["hpo:unknown"]
+    report = ingest(
+        store, hpo_items(small_release(tmp_path / "dated", "2025-01-16"), genes=False), "hpo", progress=False
+    )
+    assert report.read["edges of the older release hpo:unknown (ended)"] == stated
+    assert set(store.current_sources()) == {"hpo:2025-01-16"}
+    again = ingest(store, hpo_items(undated, genes=False), "hpo", progress=False)
+    assert not any("older release" in line for line in again.read)
+    assert store.current_sources()["hpo:2025-01-16"] == stated  # the dated release stays current beside it
+
+
 def test_a_phenotype_file_truncated_in_its_header_is_a_problem_not_an_error(tmp_path: Path) -> None:
     data = hpo_subset(tmp_path, {OLD})
     hpoa = data / "phenotype.hpoa"
