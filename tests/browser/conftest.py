@@ -10,27 +10,24 @@ import csv
 import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
+import pydicom
 import pytest
 
-from ingest.reports import ReportLoader
+from ingest.reports import RadiologyReport, ReportLoader
 from kg.settings import load_settings
 from multimodal.load import load_images
 from service.container import Container
 from tests.conftest import IN_CI
 from tests.e2e.test_multimodal_api import STUDIES, _file, _reports
 from tests.e2e.test_qa_api import _build
+from tests.live_server import MEDKG, medkg_serve
 
 API_KEY = "browser-test-key-0123456789"
 REPO = Path(__file__).resolve().parents[2]
-MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
 CHROMIUM = [os.environ.get("MEDKG_CHROMIUM", ""), "/usr/bin/chromium", "/usr/bin/chromium-browser"]
 CHROMEDRIVER = [os.environ.get("MEDKG_CHROMEDRIVER", ""), "/usr/bin/chromedriver"]
 DIFFERENTIAL_CASES = [  # observed terms and diagnosis of three cases, so that /eval plots a differential run
@@ -56,12 +53,6 @@ def _first(paths: list[str]) -> str | None:
     return next((p for p in paths if p and Path(p).exists()), None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     studies = tmp_path_factory.mktemp("studies")
@@ -73,17 +64,34 @@ def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory, studies_dir: Path) -> Iterator[str]:
     """The URL of a running ``medkg serve`` over a small real data dir: the QA graph and abstracts of
-    tests/e2e/test_qa_api.py, radiology reports paired with pydicom's sample studies, and one
-    offline evaluation run."""
+    tests/e2e/test_qa_api.py, radiology reports paired with pydicom's sample studies and with two prior
+    studies of the kinds the pages upload, and offline evaluation runs."""
     tmp = tmp_path_factory.mktemp("web")
     data, evals = tmp / "data", tmp / "eval"
     settings = load_settings(data_dir=data, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
     with Container(settings) as c:
         _build(c)
-        ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports).load(_reports())
+        leg = RadiologyReport(
+            uid="200", indication="Ankle pain after a twisting injury.",
+            findings="Well-corticated ossific fragment at the tip of the lateral malleolus. No acute fracture.",
+            impression="No acute fracture. Old avulsion injury of the lateral malleolus.",
+        )  # fmt: skip
+        loader = ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports)
+        loader.load([*_reports(), leg])
         pairing = {name.removesuffix(".dcm"): f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
         loaded = load_images(c.graph, c.image_index, c.pseudonymizer, [studies_dir], pairing.get, progress=False)
         assert loaded.images == len(STUDIES) and loaded.reports_linked == len(STUDIES)
+        # other patients' chest and leg films, with their reports: priors of the kinds the pages upload
+        priors = tmp / "priors"
+        priors.mkdir()
+        for name, stem in (("RG1_J2KI.dcm", "chest-prior"), ("RG3_J2KI.dcm", "leg-prior")):
+            ds = pydicom.dcmread(studies_dir / name)
+            ds.StudyInstanceUID, ds.SeriesInstanceUID = pydicom.uid.generate_uid(), pydicom.uid.generate_uid()
+            ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = pydicom.uid.generate_uid()
+            ds.save_as(priors / f"{stem}.dcm")
+        pairing = {"chest-prior": "IUXR:101", "leg-prior": "IUXR:200"}
+        more = load_images(c.graph, c.image_index, c.pseudonymizer, [priors], pairing.get, progress=False)
+        assert more.images == 2 and more.reports_linked == 2
     questions = tmp / "tf.csv"
     with questions.open("w", newline="") as fh:
         writer = csv.writer(fh)
@@ -108,37 +116,9 @@ def live_server(tmp_path_factory: pytest.TempPathFactory, studies_dir: Path) -> 
         env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
-    port = _free_port()
-    log = (tmp / "serve.log").open("w")
-    server = subprocess.Popen(
-        [MEDKG, "serve", "--host", "127.0.0.1", "--port", str(port)],
-        env={**env, "MEDKG_API_KEYS": API_KEY, "MEDKG_RATE_LIMIT_PER_MINUTE": "0"},
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if server.poll() is not None:
-                raise AssertionError(
-                    f"medkg serve exited {server.returncode}: {(tmp / 'serve.log').read_text()[-3000:]}"
-                )
-            try:
-                if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("medkg serve was not ready within 300 s")
-            time.sleep(0.5)
+    env = {**env, "MEDKG_API_KEYS": API_KEY, "MEDKG_RATE_LIMIT_PER_MINUTE": "0"}
+    with medkg_serve(env, tmp / "serve.log") as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 @pytest.fixture(scope="session")

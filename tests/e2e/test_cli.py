@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import require_neo4j
-
-MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
+from tests.live_server import MEDKG, medkg_serve
 
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -146,41 +143,13 @@ def test_serve_leaves_forwarded_headers_to_the_trusted_proxies_setting(tmp_path:
     """``medkg serve`` as deployed: uvicorn's own proxy-header handling (which believes any loopback
     peer's ``X-Forwarded-For``) is off, so the app sees the socket peer and names it when it refuses a
     forwarded request from a peer that is not in ``MEDKG_TRUSTED_PROXIES``."""
-    import time
-
     import httpx
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     base = {k: v for k, v in os.environ.items() if not k.startswith("MEDKG_")}
     env = {**base, "MEDKG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
-    log = (tmp_path / "serve.log").open("w")
-    server = subprocess.Popen(
-        [MEDKG, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=tmp_path,
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "medkg serve did not answer within 300 s"
-            time.sleep(0.5)
+    with medkg_serve(env, tmp_path / "serve.log", cwd=tmp_path, probe="/healthz") as url:
         assert httpx.get(f"{url}/v1/stats", timeout=30).status_code == 200  # a loopback client, no header
         forwarded = httpx.get(f"{url}/v1/stats", headers={"X-Forwarded-For": "203.0.113.9"}, timeout=30)
         assert forwarded.status_code == 403
         body = forwarded.text
         assert "by 127.0.0.1, which is not a trusted proxy" in body and "203.0.113.9" not in body
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()

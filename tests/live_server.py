@@ -1,0 +1,58 @@
+"""A real ``medkg serve`` process on a free loopback port, for the tests that need the deployed server
+(its command line, uvicorn's own settings) rather than the app in process."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def medkg_serve(
+    env: dict[str, str], log_path: Path, cwd: Path | None = None, probe: str = "/readyz", timeout_s: float = 300
+) -> Iterator[str]:
+    """Start ``medkg serve`` with ``env`` (its output to ``log_path``), wait until ``probe`` answers 200
+    and yield its URL; stop it on exit. Fails with the end of the log if it exits or is not up in time."""
+    port = free_port()
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            [MEDKG, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=cwd,
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if server.poll() is not None:
+                    raise AssertionError(f"medkg serve exited {server.returncode}: {log_path.read_text()[-3000:]}")
+                try:
+                    if httpx.get(f"{url}{probe}", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"medkg serve did not answer {probe} within {timeout_s:.0f} s")
+                time.sleep(0.5)
+            yield url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
