@@ -111,6 +111,7 @@ class GraphStore(Protocol):
     def end_source(
         self, source: str, at: datetime | None = None, keep: Collection[str] = ..., keep_types: Collection[str] = ...
     ) -> int: ...
+    def entity_count(self) -> int: ...
     def stats(self) -> GraphStats: ...
     def batch(self) -> Any: ...
     def clear(self) -> None: ...
@@ -708,6 +709,11 @@ class BaseGraphStore(ABC):
             limit,
         )
         return [row_to_relation(r) for r in rows]
+
+    def entity_count(self) -> int:
+        """How many entities the graph holds: a cheap query (no scan of properties or edges), for
+        liveness probes; ``stats`` has the full counts."""
+        return int(self._run(self.cypher.COUNT_ENTITIES)[0][0])
 
     def stats(self) -> GraphStats:
         q = self.cypher

@@ -156,6 +156,7 @@ SOURCE_FILTER = "r.source = $source"
 AFTER_KEY_FILTER = "r.key > $after"
 
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
+COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"  # no property read: the count store on Neo4j
 COUNT_RELATIONS_BY_TYPE = "MATCH ()-[r:Rel]->() RETURN r.type, r.valid_to IS NULL, count(*)"
 COUNT_CURRENT_BY_SOURCE = "MATCH ()-[r:Rel]->() WHERE r.valid_to IS NULL RETURN r.source, count(*)"
 

@@ -125,6 +125,7 @@ AFTER_KEY_FILTER = "r.key > $after"
 # writers (as the embedded store's single writer does); readers never touch it.
 WRITE_LOCK = "MERGE (l:MedkgWriteLock {id: 1}) SET l.n = coalesce(l.n, 0) + 1"
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
+COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"  # no property read: the count store on Neo4j
 COUNT_RELATIONS_BY_TYPE = "MATCH (:Entity)-[r]->(:Entity) RETURN type(r), r.valid_to IS NULL, count(*)"
 COUNT_CURRENT_BY_SOURCE = "MATCH (:Entity)-[r]->(:Entity) WHERE r.valid_to IS NULL RETURN r.source, count(*)"
 
