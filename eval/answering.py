@@ -10,9 +10,11 @@ Modes (the same questions through each):
 Answerers see a :class:`~eval.datasets.Question` (the item without its answer key).
 
 LLM answers are JSON (``{"explanation", "answer"}``, the answer an enum of the option keys) through
-the configured OpenAI-compatible server; :func:`parse_choice` also reads free text ("The answer is
-(C)", "C.", "**C**", an option's text verbatim) for servers that ignore JSON schemas. An answer it
-cannot read is *unparsed* (counted, never guessed); an LLM failure is an *error* (counted).
+the configured OpenAI-compatible server; :func:`parse_choice` drops ``<think>...</think>`` blocks and
+reads a JSON object after a preamble or in a fenced block, and also reads free text ("The answer is
+(C)", "C.", "**C**", an option's text verbatim when it is the only option named and is not negated)
+for servers that ignore JSON schemas. An answer it cannot read is *unparsed* (counted, never guessed;
+so is a negated key word: "Not true." is neither True nor False); an LLM failure is an *error* (counted).
 
 The offline method
 ------------------
@@ -60,6 +62,7 @@ negated.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -73,6 +76,7 @@ from pydantic import BaseModel, Field
 from eval.datasets import Question
 from eval.prompts import answer_schema, question_messages, remote_question
 from kg.model import SAME_AS
+from kg.negation import negated_in
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id
 from kg.retrieval.facts import render_fact
 from kg.retrieval.retriever import Retrieval, passage_evidence
@@ -171,6 +175,42 @@ def _key_words(options: dict[str, str]) -> str:
     return "|".join(re.escape(k) for k in sorted(options, key=len, reverse=True))
 
 
+# A negation before a key word in its sentence ("not true", "isn't true", "cannot say yes").
+_NEGATION_BEFORE = re.compile(r"(?i)\b(?:not|never|cannot|neither|nor)\b|n't\b")
+# An option's text negated in its sentence: a cue before it ("not", "no", "unlikely", "rule out") or a
+# clause that goes on to negate it ("... is unlikely", "... can be excluded").
+_OPTION_CUE_BEFORE = re.compile(
+    r"(?i)\b(?:not|no|never|cannot|unlikely|improbable|excludes?|excluded|excluding|against|"
+    r"rule[sd]?\s+out|ruling\s+out|r/o|incorrect|wrong|rather than|instead of)\b|n't\b"
+)
+_OPTION_CUE_AFTER = re.compile(
+    r"(?i)^[^.!?\n;]*?\b(?:not|unlikely|improbable|excluded|ruled\s+out|incorrect|wrong|less likely)\b|"
+    r"^[^.!?\n;]*?n't\b"
+)
+
+
+def _sentence_before(text: str, pos: int) -> str:
+    return re.split(r"[.!?\n;]", text[:pos])[-1]
+
+
+def _negated_before(text: str, pos: int) -> bool:
+    return bool(_NEGATION_BEFORE.search(_sentence_before(text, pos)))
+
+
+def _option_negated(text: str, option: str) -> bool:
+    """Whether an option's text, where it stands in ``text``, is negated in its sentence (any occurrence)."""
+    words = _norm_text(option).split()
+    pattern = re.compile(r"(?i)(?<!\w)" + r"\W+".join(re.escape(w) for w in words) + r"(?!\w)")
+    for m in pattern.finditer(text):
+        if (
+            negated_in(text, m.start(), m.end())
+            or _OPTION_CUE_BEFORE.search(_sentence_before(text, m.start()))
+            or _OPTION_CUE_AFTER.search(text[m.end() :])
+        ):
+            return True
+    return False
+
+
 def _free_text(text: str, options: dict[str, str], kind: str) -> str | None:
     keys = _key_words(options)
     if kind == "mcq":
@@ -192,38 +232,81 @@ def _free_text(text: str, options: dict[str, str], kind: str) -> str | None:
         bold = set(re.findall(rf"\*\*\(?({keys})\)?[.):]?\*\*", text))
         if len(bold) == 1:
             return bold.pop()
-        # an option's text verbatim (and no other option's, unless inside the found one)
+        # an option's text verbatim (and no other option's, unless inside the found one), not negated
+        # where it stands ("not ethanol intoxication", "ethanol intoxication is unlikely")
         norm = f" {_norm_text(text)} "
         found = [k for k, t in options.items() if _norm_text(t) and f" {_norm_text(t)} " in norm]
         found = [
             k for k in found if not any(k != o and _norm_text(options[k]) in _norm_text(options[o]) for o in found)
         ]
-        return found[0] if len(found) == 1 else None
-    said = re.findall(rf"(?i)answer\s*(?:is|:|=)\s*[\s*\"'(\[]*({keys})\b", text)
+        if len(found) != 1 or _option_negated(text, options[found[0]]):
+            return None
+        return found[0]
+    # a key word negated in its sentence ("This statement is not true.", "Not true.", "It is not possible
+    # to say yes") is no answer: neither it nor its opposite
+    said = re.search(rf"(?i)answer\s*(?:is|:|=)\s*[\s*\"'(\[]*({keys})\b", text)
     if said:
-        return _normalize_value(said[0], options, kind)
+        return None if _negated_before(text, said.start(1)) else _normalize_value(said.group(1), options, kind)
     # the first sentence opens or closes with the answer, and names no other ("Yes, ...", "The statement
     # is true."; not "Yes and no", nor "The study found no difference.")
     first = re.split(r"[.!?\n]", text, maxsplit=1)[0]
     named = {w.casefold() for w in re.findall(rf"(?i)\b({keys})\b", first)}
     m = re.match(rf"(?i)^[\s*\"'(\[]*({keys})\b", first) or re.search(rf"(?i)\b({keys})[\s*\"')\]]*$", first)
-    if m and len(named) == 1:
+    if m and len(named) == 1 and not _negated_before(first, m.start(1)):
         return _normalize_value(m.group(1), options, kind)
     return None
 
 
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCED = re.compile(r"```(?:json|JSON)?[ \t]*\n?(.*?)```", re.DOTALL)
+_ANSWER_FIELDS = ("answer", "answer_choice", "choice", "option")
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    """The reply's JSON object: the whole reply, else its last fenced block, else its last balanced
+    ``{...}`` that parses (preferring one with an answer field): a JSON answer after a preamble ("Here
+    is the JSON: {...}") is read as JSON, not as free text."""
+    try:
+        return parse_json_object(text)
+    except LLMError:
+        pass
+    for block in reversed(_FENCED.findall(text)):
+        try:
+            return parse_json_object(block)
+        except LLMError:
+            continue
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    i = text.find("{")
+    while i >= 0:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i = text.find("{", i + 1)
+            continue
+        if isinstance(value, dict):
+            found.append(value)
+        i = text.find("{", end)
+    with_answer = [d for d in found if any(f in d for f in _ANSWER_FIELDS)]
+    return (with_answer or found or [None])[-1]
+
+
 def parse_choice(text: str | None, options: dict[str, str], kind: str) -> tuple[str | None, str | None]:
-    """(option key or None, explanation) of a reply: JSON ``{"answer": ...}`` first, else free text."""
+    """(option key or None, explanation) of a reply: JSON ``{"answer": ...}`` first (after any
+    ``<think>...</think>`` block; the whole reply, a fenced block or an object after a preamble), else
+    free text."""
     if not text or not text.strip():
         return None, None
-    try:
-        data = parse_json_object(text)
-    except LLMError:
-        data = None
+    text = _THINK.sub(" ", text)
+    if "</think>" in text.casefold():  # a reasoning block whose opening tag was cut off
+        text = text[text.casefold().rindex("</think>") + len("</think>") :]
+    if not text.strip():
+        return None, None
+    data = _json_object(text)
     if data is not None:
         explanation = data.get("explanation")
         explanation = explanation if isinstance(explanation, str) else None
-        for field in ("answer", "answer_choice", "choice", "option"):
+        for field in _ANSWER_FIELDS:
             if field in data:
                 key = _normalize_value(data[field], options, kind)
                 if key is None and isinstance(data[field], str):

@@ -114,3 +114,42 @@ def test_metrics_and_markdown(tmp_path: Path) -> None:
     assert rows[1].startswith("| medqa | kg-rag | gpt-x | 10 | **80.0**")
     assert "| anatomy | 5 | 60.0 | 60.0 |" in text  # per subject, modes side by side
     assert "| medqa | GPT-4, chain of thought | 83.97% |" in text and "GPT-3.5 + MedRAG | 66.61%" in text
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        # a JSON answer after a reasoning block or a preamble is read as JSON, not as free text
+        (
+            "<think>\nThe BAC is low so ethanol intoxication is unlikely.\n</think>\n"
+            '{"explanation": "...", "answer": "D"}',
+            "D",
+        ),
+        ('Here is the JSON:\n{"explanation": "Not ethanol intoxication.", "answer": "D"}', "D"),
+        ('Sure! {"explanation": "x", "answer": "D"}', "D"),
+        ('Ethanol intoxication? No. Here it is:\n```json\n{"answer": "D"}\n```', "D"),
+        # an option's text named only to negate it is no answer
+        ("It is not ethanol intoxication.", None),
+        ("Ethanol intoxication is unlikely here.", None),
+        ("We can rule out ethanol intoxication.", None),
+        ('{"answer": "Not ethanol intoxication"}', None),
+        ("The findings suggest ethanol intoxication.", "B"),
+    ],
+)
+def test_json_after_preamble_and_negated_option_text(reply: str, expected: str | None) -> None:
+    assert parse_choice(reply, OPTIONS, "mcq")[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("reply", "options", "kind"),
+    [
+        ("This statement is not true.", TF, "truefalse"),
+        ("Not true.", TF, "truefalse"),
+        ('{"answer": "Not true"}', TF, "truefalse"),
+        ("This isn't true.", TF, "truefalse"),
+        ("It is not possible to say yes", YNM, "yesno"),
+        ("The answer is not yes.", YNM, "yesno"),
+    ],
+)
+def test_negated_key_word_is_unparsed(reply: str, options: dict, kind: str) -> None:
+    assert parse_choice(reply, options, kind)[0] is None
