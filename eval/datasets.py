@@ -178,6 +178,8 @@ def _mcq_item(record: Any, dataset: str, fallback_id: str) -> Item:
         raise ValueError(f"a JSON object is expected, not {type(record).__name__}")
     options = record.get("options")
     if isinstance(options, list):  # ["text", ...] -> A, B, ...
+        if len(options) > len(LETTERS):  # a bad record, reported and skipped (not an IndexError)
+            raise ValueError(f"{len(options)} options: at most {len(LETTERS)}")
         options = {LETTERS[i]: t for i, t in enumerate(options)}
     if not isinstance(options, dict):
         raise ValueError("'options' must be an object of letter -> text")

@@ -88,6 +88,21 @@ def test_malformed_jsonl_lines_are_reported_and_skipped(tmp_path: Path) -> None:
     assert str(result.issues[0]).startswith(f"{path}: line 2: not JSON")
 
 
+def test_a_record_with_more_options_than_letters_is_skipped(tmp_path: Path) -> None:
+    good = {"realidx": 1, "question": "Q?", "options": ["x", "y"], "answer_idx": "B"}
+    lines = [
+        json.dumps(good),
+        json.dumps({**good, "realidx": 2, "options": [f"option {i}" for i in range(11)]}),
+        json.dumps({**good, "realidx": 3}),
+    ]
+    path = tmp_path / "eleven.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = load("medqa", path)
+    assert [i.id for i in result.items] == ["1", "3"]
+    assert [(i.where, i.skipped) for i in result.issues] == [("line 2", True)]
+    assert "11 options: at most 10" in result.issues[0].reason
+
+
 def test_malformed_pubmedqa_and_csv_records(tmp_path: Path) -> None:
     pqa = tmp_path / "pqa.json"
     pqa.write_text(
