@@ -3,7 +3,8 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    MEDKG_DATA_DIR=/var/lib/medkg/data MEDKG_API_HOST=0.0.0.0 MEDKG_API_PORT=8000
+    MEDKG_DATA_DIR=/var/lib/medkg/data MEDKG_EVAL_DIR=/var/lib/medkg/eval-results \
+    MEDKG_API_HOST=0.0.0.0 MEDKG_API_PORT=8000
 
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
@@ -15,7 +16,8 @@ COPY ingest ./ingest
 COPY multimodal ./multimodal
 COPY service ./service
 COPY eval ./eval
-RUN pip install .
+# torch's CPU build first: PyPI's Linux wheel is the CUDA one, with ~3 GB of nvidia-* packages this image never uses
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch && pip install .
 # a newer HPO release for `medkg ingest hpo-update`: hpo3's package is named pyhpo too, so apart
 ENV MEDKG_HPO3_PATH=/opt/hpo3
 RUN pip install --no-deps --target /opt/hpo3 \

@@ -608,13 +608,24 @@ def serve(
 
 
 eval_app = typer.Typer(help="Evaluations on the configured store.", no_args_is_help=True)
+_EVAL_OUT_HELP = "Output folder (default: MEDKG_EVAL_DIR, which the page /eval plots; eval-results if unset)."
+
+
+def _eval_dir(out: Path | None) -> Path:
+    """``--out``, else the configured ``MEDKG_EVAL_DIR``: where the page /eval looks."""
+    if out is not None:
+        return out
+    try:
+        return load_settings().eval_dir
+    except SettingsError as exc:
+        raise fail(str(exc)) from None
 
 
 @eval_app.command("phenopackets")
 def eval_phenopackets(
     file: Annotated[Path, typer.Argument(help="Phenopacket cases, one JSON per line.", exists=True, dir_okay=False)],
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N cases.")] = None,
-    out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
+    out: Annotated[Path | None, typer.Option(help=_EVAL_OUT_HELP, file_okay=False)] = None,
     text: Annotated[
         bool, typer.Option("--text", help="Also write each case as text, link it back (with negation) and rank.")
     ] = False,
@@ -625,6 +636,7 @@ def eval_phenopackets(
     # eval drives the service layer; imported here, when the command runs, not at start-up.
     from eval.phenopackets import evaluate, report, save
 
+    out = _eval_dir(out)
     try:  # before the run, not after it
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -651,7 +663,7 @@ def _qa_eval_command(benchmark: str, summary: str) -> None:
         mode: Annotated[str, typer.Option(help="offline (no LLM), closed-book, rag (passages), kg-rag.")] = "offline",
         limit: Annotated[int | None, typer.Option(min=1, help="Only the first N questions.")] = None,
         url: Annotated[str | None, typer.Option(help="A running medkg server: POST /v1/qa (kg-rag).")] = None,
-        out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
+        out: Annotated[Path | None, typer.Option(help=_EVAL_OUT_HELP, file_okay=False)] = None,
         k: Annotated[int, typer.Option(min=1, max=50, help="Passages to retrieve at most.")] = 8,
         hops: Annotated[int, typer.Option(min=0, max=4, help="Longest path between linked entities.")] = 2,
         budget: Annotated[int | None, typer.Option(min=100, max=16000, help="Evidence tokens at most.")] = None,
@@ -666,7 +678,7 @@ def _qa_eval_command(benchmark: str, summary: str) -> None:
 
         try:
             result = run_cli(
-                benchmark, file, mode=mode, limit=limit, url=url, out=out, k=k, hops=hops, budget=budget,
+                benchmark, file, mode=mode, limit=limit, url=url, out=_eval_dir(out), k=k, hops=hops, budget=budget,
                 context=context, fresh=fresh, json_schema=json_schema, api_key=api_key,
             )  # fmt: skip
         except EvalError as exc:
@@ -692,9 +704,9 @@ for _name, _summary in (
 
 @eval_app.command("plot")
 def eval_plot(
-    folder: Annotated[Path, typer.Argument(help="An output folder of `medkg eval`.", file_okay=False)] = Path(
-        "eval-results"
-    ),
+    folder: Annotated[
+        Path | None, typer.Argument(help="An output folder of `medkg eval` (default: MEDKG_EVAL_DIR).", file_okay=False)
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="The HTML file (default: FOLDER/report.html).")] = None,
 ) -> None:
     """Plot the runs in FOLDER (accuracy by dataset and mode, latency distributions, differential
@@ -702,6 +714,7 @@ def eval_plot(
     MEDKG_EVAL_DIR."""
     from service.web.eval_charts import collect_differential, collect_runs, render_report
 
+    folder = _eval_dir(folder)
     if not folder.is_dir():
         raise fail(f"{folder} is not a folder: run `medkg eval medqa FILE --out {folder}` first")
     target = out or folder / "report.html"
@@ -719,11 +732,12 @@ def eval_pubmedqa_retrieval(
     file: Annotated[Path | None, typer.Argument(help="PubMedQA JSON (default: the shared dev file).")] = None,
     distractors: Annotated[str | None, typer.Option(help="More abstracts (PubMed XML); '' for none.")] = None,
     floor: Annotated[float | None, typer.Option(help="Similarity floor of the floored hybrid run.")] = None,
-    out: Annotated[Path, typer.Option(help="Output folder.", file_okay=False)] = Path("eval-results"),
+    out: Annotated[Path | None, typer.Option(help=_EVAL_OUT_HELP, file_okay=False)] = None,
 ) -> None:
     """PubMedQA gold-abstract retrieval: Recall@1/5 and MRR of BM25, dense and hybrid (eval/pubmedqa_retrieval.py)."""
     from eval.pubmedqa_retrieval import main as retrieval_main
 
+    out = _eval_dir(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -194,8 +194,8 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
         + "\n"
     )
     evals = tmp_path / "evals"
-    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
-    r = run(["eval", "phenopackets", str(cases), "--out", str(evals), "--text"], env, tmp_path)
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_EVAL_DIR": str(evals)}  # no --out: where /eval looks
+    r = run(["eval", "phenopackets", str(cases), "--text"], env, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "2 of 3 cases evaluated; 1 with a disease not in the graph" in r.stdout
     assert "medkg" in r.stdout and "1.000" in r.stdout  # both mappable cases in the top 10
@@ -211,6 +211,8 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
     assert {k: as_text[k] for k in ("top1", "top10")} == {k: figures["medkg"][k] for k in ("top1", "top10")}
     assert "written as text (names) and linked back: 3/3 observed terms found (0 read as negated)" in r.stdout
     assert "given the causal gene (1 cases; 0 whose diagnosis the graph does not associate with it" in r.stdout
+    plotted = run(["eval", "plot"], env, tmp_path)  # the configured folder, too
+    assert plotted.returncode == 0 and (evals / "report.html").is_file(), plotted.stderr
 
 
 def test_a_load_that_changes_frequencies_in_place_refreshes_the_phenotype_index(tmp_path: Path) -> None:
