@@ -268,6 +268,7 @@ def evaluate(
     p50, p95 = _percentiles(latencies)
     p50_10, p95_10 = _percentiles(latencies_10)
     result = {
+        "limit": limit,  # only the first `limit` lines: save() keeps it apart from the whole file's figures
         "cases": len(cases) + len(malformed),
         "evaluated": len(ours),
         "unmapped_disease": unmapped,
@@ -376,12 +377,16 @@ def pyhpo_ranks(cases: list[tuple[dict, set[str]]]) -> list[int | None]:
 def save(result: dict, out_dir: Path, cases: Path) -> Path:
     """Write ``result`` as ``out_dir/<cases' stem>.differential.json`` (with the case file's name and the
     time), where the web page /eval and ``medkg eval plot`` find it beside the QA benchmark runs, and
-    redraw the folder's ``report.html`` as a QA run does."""
+    redraw the folder's ``report.html`` as a QA run does. A run of the first N cases only (``--limit``,
+    ``result["limit"]``) goes to ``<stem>.limit<N>.differential.json``: it does not replace the whole
+    file's figures."""
     from service.web.eval_charts import render_report
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{cases.stem}.differential.json"
-    stamped = {"file": cases.name, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), **result}
+    limit = result.get("limit")
+    target = out_dir / f"{cases.stem}{f'.limit{limit}' if limit else ''}.differential.json"
+    name = f"{cases.name} (first {limit} lines)" if limit else cases.name  # as the page /eval names the run
+    stamped = {"file": name, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"), **result}
     target.write_text(json.dumps(stamped, indent=2), encoding="utf-8")
     (out_dir / "report.html").write_text(render_report(out_dir), encoding="utf-8")
     return target

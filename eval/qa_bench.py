@@ -7,7 +7,9 @@ Each run writes into the output folder (default ``eval-results``)::
                          given, whether it was parsed and right, citations, scores, tokens, latency
     <name>.run.json      the run's configuration (a resumed run must match it)
     <name>.metrics.json  accuracy with its 95% Wilson interval, per subject, parse rate, errors,
-                         prior decisions, latency p50/p95, prompt/completion/evidence tokens
+                         prior decisions, latency p50/p95, prompt/completion/evidence tokens, over
+                         every answered question in the JSONL (a ``--limit`` run adds to them and
+                         does not replace the full run's figures)
     summary.md           every run in the folder side by side (modes as rows), per-subject tables and
                          the published reference numbers
 
@@ -225,7 +227,9 @@ def run(
     fresh: bool = False,
 ) -> dict[str, Any]:
     """Answer ``items`` (skipping those already answered in ``out_dir``), then write the metrics and
-    the Markdown report; returns the metrics (with the paths written)."""
+    the Markdown report; returns the metrics (with the paths written). The metrics cover every answered
+    question of the configuration in its JSONL (earlier runs' too), so a run of a few items (``--limit``)
+    keeps the figures of the full run it shares a JSONL with."""
     out_dir.mkdir(parents=True, exist_ok=True)
     jsonl = out_dir / f"{config.name}.jsonl"
     run_file = out_dir / f"{config.name}.run.json"
@@ -295,6 +299,9 @@ def run(
         if bar is not None:
             bar.close()
     llm = getattr(answerer, "llm", None)
+    # The metrics (and summary.md) cover every answered question of this configuration in the JSONL, not
+    # only this run's items: a --limit run after the full one must not replace its figures by a sample's.
+    everything = list({**done, **{r["id"]: r for r in answered}}.values())
     result = {
         "benchmark": config.benchmark,
         "description": BENCHMARKS[config.benchmark][1] if config.benchmark in BENCHMARKS else config.benchmark,
@@ -304,9 +311,10 @@ def run(
         "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "resumed": resumed,
         "asked": len(answered) - resumed,
+        "run_items": len(items),  # the questions this run was given (fewer with --limit); n counts all answered
         "interrupted": interrupted,
         "json_schema_fallback": getattr(llm, "fell_back", None),
-        **metrics(answered),
+        **metrics(everything),
     }
     _write_json(out_dir / f"{config.name}.metrics.json", result)
     (out_dir / "summary.md").write_text(render_markdown(out_dir), encoding="utf-8")
@@ -488,7 +496,12 @@ def summary_line(result: dict[str, Any]) -> str:
     low, high = result["ci95"]
     parts = [
         f"{result['benchmark']} {result['mode']}: accuracy {_pct(result['accuracy'])}% "
-        f"(95% CI {_pct(low)}-{_pct(high)}) on {result['n']} questions",
+        f"(95% CI {_pct(low)}-{_pct(high)}) on {result['n']} questions"
+        + (
+            f" (all answered in the JSONL; this run was given {result['run_items']})"
+            if result.get("run_items") is not None and result["run_items"] != result["n"]
+            else ""
+        ),
         f"parsed {result['parsed']}/{result['n'] - result['errors']}",
         f"errors {result['errors']}",
     ]
