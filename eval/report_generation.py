@@ -4,15 +4,19 @@ Each report of ../shared/data/iu_xray_reports/indiana_reports_dev.csv in turn is
 study": its impression is generated from its indication and findings, with the report itself held
 out of the corpus (every other report is a prior), and compared with its own impression:
 
-- ROUGE-L F (LCS of word tokens, :mod:`kg.text_metrics`);
-- keyword F1: the MeSH main headings of the collection (its MeSH column's vocabulary, e.g.
-  cardiomegaly, pleural effusion, atelectasis) found in the generated vs the reference impression,
-  each with its polarity ("no pneumothorax" is not "pneumothorax": the negation rule of
-  :mod:`kg.negation`).
+- ROUGE-L F (LCS of word tokens, :mod:`kg.text_metrics`), the mean over reports;
+- keyword precision, recall and F1, micro-averaged over the corpus: the MeSH main headings of the
+  collection (its MeSH column's vocabulary, e.g. cardiomegaly, pleural effusion, atelectasis) found
+  in the generated vs the reference impression, each with its polarity ("no pneumothorax" is not
+  "pneumothorax": the negation rule of :mod:`kg.negation`); true positives, false positives and false
+  negatives are summed over all reports before dividing, so a report with no keyword on either side
+  adds nothing (a per-report F1 that counts "both empty" as 1.0 let an empty impression score above
+  every real one).
 
-Beside the baseline computed in the same run on the same reports and the same retrieval: the
+Beside two baselines computed in the same run on the same reports and the same retrieval: the
 nearest neighbour's impression copied as it is (the nearest one a draft may take: not empty, no
-"XXXX" placeholder, as for medkg). medkg's impression is the weighted medoid of the
+"XXXX" placeholder, as for medkg), and a constant answer, the most common normal impression
+(:data:`CONSTANT_IMPRESSION`) for every report. medkg's impression is the weighted medoid of the
 k nearest priors' impressions (:mod:`service.reports.consensus`).
 """
 
@@ -28,11 +32,13 @@ import time
 from pathlib import Path
 
 from kg.negation import negated_in
-from kg.text_metrics import keyword_f1, rouge_l
+from kg.text_metrics import keyword_counts, micro_prf, rouge_l
 from service.reports.generator import usable_impression
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IGNORED_HEADINGS = {"normal", "no indexing"}
+CONSTANT_IMPRESSION = "No acute cardiopulmonary abnormality."  # the most common normal impression
+SYSTEMS = (("medkg", "ours"), ("nearest_neighbour", "nn"), ("constant", "constant"))
 
 
 def heading_vocabulary(mesh_terms: list[list[str]]) -> list[re.Pattern[str]]:
@@ -58,6 +64,18 @@ def _strip_citations(text: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]", "", text).strip()
 
 
+def scores(rows: list[dict], prefix: str) -> dict[str, float]:
+    """One system's figures over the rows: mean ROUGE-L, and keyword precision, recall and F1
+    micro-averaged (the rows' true/false positives and false negatives summed first)."""
+    p, r, f = micro_prf(row[f"{prefix}_keywords"] for row in rows)
+    return {
+        "rouge_l": round(statistics.fmean(row[f"{prefix}_rouge_l"] for row in rows), 4) if rows else 0.0,
+        "keyword_precision": round(p, 4),
+        "keyword_recall": round(r, 4),
+        "keyword_f1": round(f, 4),
+    }
+
+
 def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: int | None = None) -> dict:  # noqa: ANN001
     vocabulary = heading_vocabulary([r.mesh for _, r in reports])  # type: ignore[attr-defined]
     cases = [(d, r) for d, r in reports if r.impression and (r.findings or r.indication)]  # type: ignore[attr-defined]
@@ -72,27 +90,17 @@ def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: in
         nearest = next((p.report.impression for p in priors if usable_impression(p.report.impression)), "")
         ref = r.impression  # type: ignore[attr-defined]
         ref_kw = keywords(ref, vocabulary)
-        rows.append(
-            {
-                "doc_id": doc_id,
-                "ours_rouge_l": rouge_l(ours, ref),
-                "nn_rouge_l": rouge_l(nearest, ref),
-                "ours_keyword_f1": keyword_f1(keywords(ours, vocabulary), ref_kw),
-                "nn_keyword_f1": keyword_f1(keywords(nearest, vocabulary), ref_kw),
-                "priors": len(priors),
-            }
-        )
+        row: dict = {"doc_id": doc_id, "priors": len(priors)}
+        for prefix, text in (("ours", ours), ("nn", nearest), ("constant", CONSTANT_IMPRESSION)):
+            row[f"{prefix}_rouge_l"] = rouge_l(text, ref)
+            row[f"{prefix}_keywords"] = keyword_counts(keywords(text, vocabulary), ref_kw)  # (tp, fp, fn)
+        rows.append(row)
     seconds = time.perf_counter() - started
-
-    def mean(key: str) -> float:
-        return round(statistics.fmean(row[key] for row in rows), 4) if rows else 0.0
-
     return {
         "reports": len(rows),
         "k": k,
         "keywords_in_vocabulary": len(vocabulary),
-        "medkg": {"rouge_l": mean("ours_rouge_l"), "keyword_f1": mean("ours_keyword_f1")},
-        "nearest_neighbour": {"rouge_l": mean("nn_rouge_l"), "keyword_f1": mean("nn_keyword_f1")},
+        **{name: scores(rows, prefix) for name, prefix in SYSTEMS},
         "without_priors": sum(1 for row in rows if not row["priors"]),
         "ms_per_report": round(1000 * seconds / max(len(rows), 1), 2),
         "rows": rows,
@@ -101,12 +109,22 @@ def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: in
 
 def report(result: dict) -> None:
     print(f"{result['reports']} reports, impression from indication + findings, k = {result['k']} priors")
-    print(f"{'':24}{'ROUGE-L':>10}{'keyword F1':>12}")
-    for name, key in (("nearest neighbour", "nearest_neighbour"), ("medkg (consensus)", "medkg")):
-        print(f"{name:24}{result[key]['rouge_l']:>10.4f}{result[key]['keyword_f1']:>12.4f}")
+    print("keywords: micro-averaged over the reports (true/false positives and false negatives summed)")
+    print(f"{'':24}{'ROUGE-L':>10}{'kw P':>9}{'kw R':>9}{'kw F1':>9}")
+    for name, key in (
+        ("constant", "constant"),
+        ("nearest neighbour", "nearest_neighbour"),
+        ("medkg (consensus)", "medkg"),
+    ):
+        s = result[key]
+        print(
+            f"{name:24}{s['rouge_l']:>10.4f}{s['keyword_precision']:>9.4f}{s['keyword_recall']:>9.4f}"
+            f"{s['keyword_f1']:>9.4f}"
+        )
+    print(f"  (constant: {CONSTANT_IMPRESSION!r} for every report)")
     d_r = result["medkg"]["rouge_l"] - result["nearest_neighbour"]["rouge_l"]
     d_k = result["medkg"]["keyword_f1"] - result["nearest_neighbour"]["keyword_f1"]
-    print(f"{'difference':24}{d_r:>+10.4f}{d_k:>+12.4f}")
+    print(f"{'medkg - nearest':24}{d_r:>+10.4f}{'':>18}{d_k:>+9.4f}")
     print(f"{result['without_priors']} reports found no prior; {result['ms_per_report']} ms per report")
 
 

@@ -1,8 +1,13 @@
-"""Text-overlap metrics for generated reports: ROUGE-L and keyword F1.
+"""Text-overlap metrics for generated reports: ROUGE-L and keyword precision/recall/F1.
 
 ROUGE-L (Lin 2004) here is the sentence-level F-measure of the longest common subsequence of
 lower-cased word tokens (punctuation dropped), with beta = 1.2 as in the original ROUGE script's
 default for ROUGE-L; it is computed here (a few lines) rather than pulled in as a dependency.
+
+Keywords over a corpus are scored micro-averaged (:func:`keyword_counts`, :func:`micro_prf`): true
+positives, false positives and false negatives summed over all reports, so a report with no keyword on
+either side adds nothing (per-report :func:`prf` counts it as a perfect match, which rewards saying
+nothing).
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["tokens", "rouge_l", "keyword_f1", "prf"]
+__all__ = ["tokens", "rouge_l", "keyword_f1", "prf", "keyword_counts", "micro_prf"]
 
 _WORD = re.compile(r"[a-z0-9]+")
 
@@ -53,3 +58,20 @@ def prf(predicted: Iterable[str], reference: Iterable[str]) -> tuple[float, floa
 
 def keyword_f1(predicted: Iterable[str], reference: Iterable[str]) -> float:
     return prf(predicted, reference)[2]
+
+
+def keyword_counts(predicted: Iterable[str], reference: Iterable[str]) -> tuple[int, int, int]:
+    """(true positives, false positives, false negatives) of one prediction's keywords."""
+    pred, ref = set(predicted), set(reference)
+    return len(pred & ref), len(pred - ref), len(ref - pred)
+
+
+def micro_prf(counts: Iterable[tuple[int, int, int]]) -> tuple[float, float, float]:
+    """Micro-averaged precision, recall and F1 of per-item (tp, fp, fn) counts: the counts summed over
+    the corpus first. Nothing predicted gives precision 0 (not 1): an empty prediction scores 0."""
+    tp = fp = fn = 0
+    for a, b, c in counts:
+        tp, fp, fn = tp + a, fp + b, fn + c
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    return p, r, (2 * p * r / (p + r) if p + r else 0.0)

@@ -21,3 +21,13 @@ def test_rouge_l() -> None:
 def test_keyword_f1() -> None:
     assert keyword_f1({"cardiomegaly"}, {"cardiomegaly", "effusion"}) == pytest.approx(2 / 3)
     assert prf(set(), set()) == (1.0, 1.0, 1.0) and keyword_f1({"a"}, set()) == 0.0
+
+
+def test_micro_averaged_keywords() -> None:
+    from kg.text_metrics import keyword_counts, micro_prf
+
+    assert keyword_counts({"a", "b"}, {"b", "c"}) == (1, 1, 1)
+    # both empty adds nothing; an empty prediction scores 0, not 1
+    assert micro_prf([keyword_counts(set(), set()), keyword_counts(set(), {"a"})]) == (0.0, 0.0, 0.0)
+    p, r, f = micro_prf([(1, 1, 0), (0, 0, 0), (1, 0, 2)])  # tp 2, fp 1, fn 2
+    assert (p, r) == pytest.approx((2 / 3, 1 / 2)) and f == pytest.approx(2 * p * r / (p + r))
