@@ -29,6 +29,7 @@ from kg.errors import InvalidInput
 from kg.model import format_time, utc_now
 from kg.sql import in_chunks
 from kg.vector_index import VectorIndex
+from multimodal.comparability import comparable
 from multimodal.dicom import DicomImage, ImageMetadata
 from multimodal.encoders import ImageEncoder
 from multimodal.preview import preview_png
@@ -154,13 +155,10 @@ def _record(row: sqlite3.Row) -> ImageRecord:
 
 
 def _comparable(record: ImageMetadata, modality: str | None, body_part: str | None) -> bool:
-    """Whether an indexed image may stand as a prior for a study of ``modality`` and ``body_part``: an
-    unknown value on either side rules nothing out (DICOM's body part is often not filled in)."""
-
-    def same(a: str | None, b: str | None) -> bool:
-        return not a or not b or a.strip().upper() == b.strip().upper()
-
-    return same(record.modality, modality) and same(record.body_part, body_part)
+    """Whether an indexed image may stand as a prior for a study of ``modality`` and ``body_part``
+    (``multimodal.comparability``: synonyms and spellings aside; an unknown value on either side rules
+    nothing out, DICOM's body part is often not filled in)."""
+    return comparable(record.modality, record.body_part, modality, body_part)
 
 
 class ImageIndex:

@@ -15,6 +15,7 @@ import pydicom
 import pytest
 
 from kg.vector_index import VectorIndex
+from multimodal.comparability import comparable
 from multimodal.deid import Pseudonymizer
 from multimodal.dicom import DicomImage, iter_dicom, read_dicom
 from multimodal.encoders import DescriptorEncoder
@@ -347,3 +348,45 @@ def test_comparable_search_keeps_the_modality_and_body_part(tmp_path: Path, imag
     one = index.search(ct, k=1, exclude=[ct.image_id], comparable_to=("CT", "HEAD"))
     assert [h.image_id for h in one] == [head.image_id]
     assert index.search(ct, k=3, comparable_to=("XA", None)) == []
+
+
+def test_comparable_reads_synonyms_of_the_region_and_radiographs_of_either_detector(
+    tmp_path: Path, images: list[DicomImage]
+) -> None:
+    """THORAX is the chest and "C-SPINE" the cervical spine; a CR radiograph is a prior for a DX one;
+    the region still separates them (a chest radiograph is no prior for a spine one)."""
+    index = ImageIndex(tmp_path, DescriptorEncoder())
+    base = images[0]
+    cr_chest = replace(base, image_id="IMG:2.25.811", study_id="STUDY:2.25.81", modality="CR", body_part="CHEST")
+    dx_thorax = replace(base, image_id="IMG:2.25.812", study_id="STUDY:2.25.82", modality="DX", body_part="THORAX")
+    dx_spine = replace(base, image_id="IMG:2.25.813", study_id="STUDY:2.25.83", modality="DX", body_part="C-SPINE")
+    ct_chest = replace(base, image_id="IMG:2.25.814", study_id="STUDY:2.25.84", modality="CT", body_part="CHEST")
+    index.add([replace(img, sha256=str(i) * 64) for i, img in enumerate([cr_chest, dx_thorax, dx_spine, ct_chest])])
+    chest_priors = index.search(
+        dx_thorax, k=10, exclude=[dx_thorax.image_id], comparable_to=index.kind_of(image=dx_thorax)
+    )
+    assert [h.image_id for h in chest_priors] == [cr_chest.image_id]
+    spine = index.search(dx_spine, k=10, comparable_to=("CR", "cervical spine"))
+    assert [h.image_id for h in spine] == [dx_spine.image_id]
+    assert {h.image_id for h in index.search(base, k=10, comparable_to=("XR", None))} == {
+        cr_chest.image_id,
+        dx_thorax.image_id,
+        dx_spine.image_id,
+    }
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "same"),
+    [
+        (("DX", "THORAX"), ("CR", "chest"), True),
+        (("MR", "BRAIN"), ("MR", "HEAD"), True),
+        (("CT", "ABD_PELVIS"), ("CT", "ABDOMENPELVIS"), True),
+        (("CT", "LUMBAR SPINE"), ("CT", "L-SPINE"), True),
+        (("CT", "LSPINE"), ("CT", "CERVICAL_SPINE"), False),
+        (("CT", "CHEST"), ("MR", "CHEST"), False),
+        (("CT", None), ("CT", "KNEE"), True),
+        ((None, "KNEE"), ("MR", "HAND"), False),
+    ],
+)
+def test_comparable_pairs(a: tuple, b: tuple, same: bool) -> None:
+    assert comparable(*a, *b) is same and comparable(*b, *a) is same
