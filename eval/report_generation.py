@@ -17,7 +17,8 @@ Beside two baselines computed in the same run on the same reports and the same r
 nearest neighbour's impression copied as it is (the nearest one a draft may take: not empty, no
 "XXXX" placeholder, as for medkg), and a constant answer, the most common normal impression
 (:data:`CONSTANT_IMPRESSION`) for every report. medkg's impression is the weighted medoid of the
-k nearest priors' impressions (:mod:`service.reports.consensus`).
+k nearest priors' impressions (:mod:`service.reports.consensus`), each prior weighted by how much its
+findings resemble the study's (ROUGE-L; by its retrieval similarity when the study has no findings).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: in
     for doc_id, r in cases:
         query = " ".join(p for p in (r.indication, r.findings) if p)  # type: ignore[attr-defined]
         priors = generator.priors(query, k=k, exclude={doc_id})
-        ours = _strip_citations(generator.compose_impression(priors))
+        ours = _strip_citations(generator.compose_impression(priors, r.findings))  # type: ignore[attr-defined]
         # the baseline copies the nearest prior whose impression a draft could take (as medkg's does)
         nearest = next((p.report.impression for p in priors if usable_impression(p.report.impression)), "")
         ref = r.impression  # type: ignore[attr-defined]

@@ -4,7 +4,8 @@ about the indication, composed into technique / findings / impression with citat
 Priors come two ways: by image (nearest images in the image index whose report is linked) and by
 text (reports whose passages are nearest the indication, and the findings when given). Offline,
 the findings are the sentences several close priors agree on (:func:`consensus_sentences`) and the
-impression is the priors' weighted medoid impression (:func:`consensus_text`), each sentence citing
+impression is the priors' weighted medoid impression (:func:`consensus_text`; when the study's findings
+are given, the priors weigh by how much their findings resemble them), each sentence citing
 the prior passages it came from; with an LLM the same evidence goes into a JSON-schema prompt and
 its citations are checked against it.
 """
@@ -26,6 +27,7 @@ from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.retrieval.retriever import Retriever
 from kg.text_index import TextIndex
+from kg.text_metrics import rouge_l
 from multimodal.dicom import DicomImage
 from multimodal.graph import MODALITY_NAMES
 from multimodal.image_index import ImageIndex
@@ -197,9 +199,17 @@ class ReportGenerator:
         chosen = consensus_sentences(neighbours, limit=limit)
         return " ".join(f"{s.text} [{'; '.join(s.sources[:3])}]" for s in chosen)
 
-    def compose_impression(self, priors: Sequence[Prior]) -> str:
+    def compose_impression(self, priors: Sequence[Prior], findings: str | None = None) -> str:
+        """The priors' weighted medoid impression. Each prior weighs by its similarity to the study, or,
+        when the study's own ``findings`` are given, by how much its findings resemble them (ROUGE-L):
+        an impression sums up its report's findings, so the priors whose findings read like these are
+        the ones whose impression fits (retrieval mixes in the indication, which most reports share)."""
+
+        def weight(p: Prior) -> float:
+            return rouge_l(p.report.findings or "", findings) if findings and findings.strip() else p.score
+
         candidates = [
-            Candidate(p.report.impression, p.score, p.cite(p.report.impression))
+            Candidate(p.report.impression, weight(p), p.cite(p.report.impression))
             for p in priors
             if usable_impression(p.report.impression)
         ]
@@ -288,7 +298,8 @@ class ReportGenerator:
     ) -> GeneratedReport:
         """A draft report for the study (``image``, or an indexed ``image_id``: :class:`UnknownImage` when
         it is not indexed) and ``indication``; ``findings``, when given, join the indication in the text
-        search (they are not copied)."""
+        search and weigh the priors' impressions by how much their findings resemble these (they are not
+        copied)."""
         if mode == "llm" and self.llm is None:
             raise InvalidInput("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         use_llm = self.llm is not None and mode != "extractive"
@@ -331,7 +342,7 @@ class ReportGenerator:
             used_mode = "llm"
         else:
             findings_text = self.compose_findings(priors)
-            impression = self.compose_impression(priors)
+            impression = self.compose_impression(priors, findings)
             # priors none of which has findings or an impression a draft may take draft nothing
             insufficient = not (findings_text or impression)
             confidence = 0.0 if insufficient else round(sum(p.score for p in priors) / len(priors), 3)

@@ -281,3 +281,29 @@ def test_placeholders_glued_to_a_word_keep_a_sentence_out_of_a_draft(
     draft = _generator(store, tmp_path, text_embedder, reports).generate("Chest pain.", mode="extractive")
     assert "XXXX" not in draft.findings + draft.impression and "The lungs are clear." in draft.findings
     assert draft.impression.startswith("No acute disease. [IUXR:3#") and not draft.insufficient_evidence
+
+
+def test_the_studys_own_findings_choose_the_impression(store: BaseGraphStore, tmp_path: Path, text_embedder) -> None:
+    """Priors alike by indication mostly read normal; when the study's findings are given, the impression
+    is that of the priors whose findings read like them, not the normal majority's."""
+    normal = "Lungs clear. Normal cardiomediastinal silhouette."
+    reports = [
+        RadiologyReport(uid="1", indication="Shortness of breath.", findings=normal, impression="No acute disease."),
+        RadiologyReport(uid="2", indication="Shortness of breath.", findings=normal, impression="No acute disease."),
+        RadiologyReport(
+            uid="3",
+            indication="Shortness of breath.",
+            findings="The heart is enlarged. Small left pleural effusion. No pneumothorax.",
+            impression="Cardiomegaly with a small left pleural effusion.",
+        ),
+    ]
+    generator = _generator(store, tmp_path, text_embedder, reports)
+    unknown = generator.generate("Shortness of breath.", mode="extractive")
+    assert unknown.impression.startswith("No acute disease.")
+    given = generator.generate(
+        "Shortness of breath.",
+        findings="The heart is enlarged. There is a small left pleural effusion.",
+        mode="extractive",
+    )
+    assert given.impression.startswith("Cardiomegaly with a small left pleural effusion. [IUXR:3#")
+    assert {p.doc_id for p in given.priors} == {"IUXR:1", "IUXR:2", "IUXR:3"}

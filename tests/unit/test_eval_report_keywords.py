@@ -36,7 +36,7 @@ class _SaysNothing:
     def priors(self, query: str, k: int, exclude: set[str]) -> list[_Prior]:
         return [_Prior(_Report("Large pleural effusion.", []))]
 
-    def compose_impression(self, priors: list[_Prior]) -> str:
+    def compose_impression(self, priors: list[_Prior], findings: str | None = None) -> str:
         return ""
 
 
