@@ -378,6 +378,9 @@ def report(
     file: Annotated[Path | None, typer.Argument(help="The study: a DICOM file.", dir_okay=False)] = None,
     indication: Annotated[str, typer.Option(help="Why the study was done, e.g. 'chest pain, dyspnea'.")] = "",
     image_id: Annotated[str | None, typer.Option(help="An indexed study (IMG:...) instead of a file.")] = None,
+    findings: Annotated[
+        str, typer.Option(help="The study's own findings, if you have them: they choose the priors and the impression.")
+    ] = "",
     k: Annotated[int, typer.Option(min=1, max=20, help="Prior reports to draw on.")] = 5,
     mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
     as_json: JsonOpt = False,
@@ -402,7 +405,14 @@ def report(
             except DicomError as exc:
                 raise fail(f"{file.name}: {exc.reason}") from None
         try:
-            r = c.report_generator.generate(indication, image=image, image_id=image_id, k=k, mode=mode)  # type: ignore[arg-type]
+            r = c.report_generator.generate(
+                indication,
+                image=image,
+                image_id=image_id,
+                findings=findings or None,
+                k=k,
+                mode=mode,  # type: ignore[arg-type]
+            )
         except UnknownImage:
             raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
         except LLMError as exc:

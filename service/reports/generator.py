@@ -323,7 +323,9 @@ class ReportGenerator:
         dropped: list[str] = []
         if use_llm:
             assert self.llm is not None
-            data = self.llm.complete_json(report_messages(indication, technique, bundle.items), "report", REPORT_SCHEMA)
+            data = self.llm.complete_json(
+                report_messages(indication, technique, bundle.items, findings), "report", REPORT_SCHEMA
+            )
             allowed = bundle.ids()
             parts = {}
             for key in ("findings", "impression"):

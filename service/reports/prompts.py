@@ -24,6 +24,9 @@ Rules:
   brackets, e.g. [IUXR:2#s1]. Use only ids that appear in the evidence; never invent one.
 - Prior reports describe other patients: state only what the similar priors agree on, phrased as
   findings to confirm, and do not copy identifiers, dates or "XXXX" placeholders.
+- When the reader's own findings of the current study are given, they are facts about this patient:
+  the impression sums up what they find (citing the priors whose impressions it follows) and never
+  contradicts them.
 - If the evidence is too thin to draft a report, set "insufficient_evidence" to true.
 Reply with JSON only, matching the schema."""
 
@@ -42,8 +45,11 @@ REPORT_SCHEMA: dict = {
 }
 
 
-def report_messages(indication: str, technique: str, items: Sequence[EvidenceItem]) -> list[dict[str, str]]:
-    user = f"Indication: {indication or '(none given)'}\n\nCurrent study: {technique}\n\nEvidence:\n" + (
+def report_messages(
+    indication: str, technique: str, items: Sequence[EvidenceItem], findings: str | None = None
+) -> list[dict[str, str]]:
+    reader = f"Reader's findings: {findings.strip()}\n\n" if findings and findings.strip() else ""
+    user = f"Indication: {indication or '(none given)'}\n\nCurrent study: {technique}\n\n{reader}Evidence:\n" + (
         render_evidence(items) or "(none found)"
     )
     return [{"role": "system", "content": REPORT_SYSTEM_PROMPT}, {"role": "user", "content": user}]

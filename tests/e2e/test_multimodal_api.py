@@ -161,7 +161,8 @@ def test_a_report_embeds_its_indication_once(
     assert r.status_code == 200, r.text
     assert calls.count([indication]) == 1  # (the entity linker's own lookups aside)
     calls.clear()
-    c.report_generator.generate(indication, image_id=knee, findings="No fracture.")  # (not an API field)
+    r = client.post("/v1/reports", json={"image_id": knee, "indication": indication, "findings": "No fracture."})
+    assert r.status_code == 200, r.text
     assert calls.count([f"{indication} No fracture.", indication]) == 1 and [indication] not in calls
 
 
@@ -234,6 +235,13 @@ def test_cli_ingest_and_report(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout)
     assert out["technique"].startswith("Computed Radiography of the chest") and "[IUXR:" in out["impression"]
+    # the reader's own findings choose the impression: that of the prior whose findings read like them
+    findings = ["--findings", "Right lower lobe airspace opacity."]
+    r = run(
+        ["report", str(studies / "RG1_J2KI.dcm"), "--indication", "Chest pain.", *findings, "--json"], env, tmp_path
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["impression"].startswith("Right lower lobe pneumonia. [IUXR:8#")
     r = run(["report", str(csv), "--indication", "x"], env, tmp_path)
     assert r.returncode == 2 and "reports.csv" in r.stderr and "Traceback" not in r.stderr
     r = run(["report", "--image-id", "IMG:2.25.1", "--indication", "x"], env, tmp_path)
@@ -255,8 +263,11 @@ def test_llm_report_citations_are_checked(loaded: tuple[Container, Path]) -> Non
         for shared in ("text_embedder", "entity_index", "text_index", "nlp", "linker", "reports", "image_index"):
             with_llm.__dict__[shared] = getattr(c, shared)
 
+        prompts: list[str] = []
+
         def draft(body: dict) -> dict:
             prompt = body["messages"][-1]["content"]
+            prompts.append(prompt)
             cited = prompt.split("[", 1)[1].split("]", 1)[0]  # the first evidence id offered
             assert "prior reports plus a knowledge graph" in body["messages"][0]["content"]
             return {
@@ -273,6 +284,9 @@ def test_llm_report_citations_are_checked(loaded: tuple[Container, Path]) -> Non
         r = with_llm.report_generator.generate("Chest pain.", image=image)
         assert r.mode == "llm" and r.dropped_citations == ["IUXR:999#s1"]
         assert "999" not in r.findings and r.citations and r.impression.startswith("No acute disease [")
+        assert "Reader's findings" not in prompts[-1]
+        with_llm.report_generator.generate("Chest pain.", image=image, findings="Small left pleural effusion.")
+        assert "Reader's findings: Small left pleural effusion.\n" in prompts[-1]  # the reader's, for the impression
         llm.enqueue(Reply.error(500), Reply.error(500), Reply.error(500))
         from service.qa.llm import LLMError
 

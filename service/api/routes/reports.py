@@ -1,5 +1,7 @@
 """Radiology report drafts over HTTP: ``POST /v1/reports`` with a DICOM upload (multipart: ``file``,
-``indication``, ``k``, ``mode``) or JSON ``{image_id, indication, k, mode}`` for an indexed study."""
+``indication``, ``findings``, ``k``, ``mode``) or JSON ``{image_id, indication, findings, k, mode}`` for an
+indexed study. ``findings``: the study's own findings when the reader has them (they choose the priors and
+weigh their impressions: the draft's impression is then an impression for these findings)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,12 @@ Deps = Annotated[Container, Depends(get_container)]
 
 class ReportRequest(BaseModel):
     indication: str = Field(default="", max_length=2000, examples=["Chest pain and shortness of breath."])
+    findings: str = Field(
+        default="",
+        max_length=10_000,
+        description="The study's own findings, when the reader has them: they choose the priors and the impression.",
+        examples=["The heart is enlarged. Small left pleural effusion."],
+    )
     image_id: str | None = Field(default=None, max_length=200, description="An indexed study (IMG:...).")
     k: int = Field(default=5, ge=1, le=20, description="Prior reports to draw on.")
     mode: Literal["auto", "extractive", "llm"] = "auto"
@@ -41,6 +49,7 @@ class ReportRequest(BaseModel):
                         "properties": {
                             "file": {"type": "string", "format": "binary", "description": "The study (DICOM)"},
                             "indication": {"type": "string"},
+                            "findings": {"type": "string"},
                             "k": {"type": "integer"},
                             "mode": {"type": "string", "enum": ["auto", "extractive", "llm"]},
                         },
@@ -82,7 +91,9 @@ async def reports(c: Deps, request: Request) -> Any:
         raise HTTPException(422, [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]) from None
     try:
         return await run_in_threadpool(  # the generator (image index, encoder) is built in the worker too
-            lambda: c.report_generator.generate(body.indication, image, body.image_id, None, body.k, body.mode)
+            lambda: c.report_generator.generate(
+                body.indication, image, body.image_id, body.findings or None, body.k, body.mode
+            )
         )
     except UnknownImage:  # only the image asked for: any other KeyError is a fault (500), not a 404
         raise HTTPException(404, f"no indexed image {body.image_id!r}") from None
