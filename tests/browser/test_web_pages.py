@@ -185,6 +185,10 @@ def test_upload_a_dicom_and_get_a_cited_report(live_server: str, browser, studie
     _shot(browser, "reports")
     assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
+    # the reader's own findings: the impression is drafted for them (the prior whose findings read alike)
+    browser.find_element(_by("id"), "findings").send_keys("Right lower lobe airspace opacity.")
+    browser.find_element(_by("id"), "report-button").click()
+    _wait(browser, lambda d: "Right lower lobe pneumonia." in d.find_element(_by("id"), "report").text)
 
 
 def test_ask_about_an_attached_study_and_open_the_cited_prior(live_server: str, browser, studies_dir: Path) -> None:  # noqa: ANN001

@@ -80,6 +80,7 @@
     const form = new FormData();
     form.append("file", file, file.name);
     form.append("indication", $("indication").value.trim());
+    form.append("findings", $("findings").value.trim());
     form.append("k", String(Number($("opt-k").value) || 5));
     try {
       const [report] = await Promise.all([
