@@ -438,6 +438,7 @@ class TextIndex:
         table's stamp is compared with the one the BM25 files were built from)."""
         with self._lock:
             if self._vectors is not None:  # untouched vectors need no save (nor the model loaded)
+                self._vectors.fit_kind()  # past flat_max passages an IVF index, below it exact again
                 self._vectors.save()
             if self._dirty or self._bm25_stamp() != self._table_stamp():
                 self._build_bm25()

@@ -283,3 +283,28 @@ def test_passages_of_stop_words_only_have_no_bm25_index(tmp_path: Path, text_emb
     assert reopened.bm25_search("sofosbuvir", 3)[0][0] == "PMID:11#s0"
     reopened.close()
     assert TextIndex(tmp_path, text_embedder).bm25_search("hepatitis C", 1)[0][0] == "PMID:11#s0"
+
+
+def test_the_index_kind_follows_its_size_on_every_load(tmp_path: Path, text_embedder) -> None:
+    """Loading past ``flat_max`` passages switches the vectors to IVF at the commit (not only at a
+    reindex); removing passages below it makes them exact again. Search keeps working either way."""
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(PASSAGES)
+    index.commit()
+    assert index.vectors.kind == "flat"
+    index.vectors.flat_max = 100
+    many = [
+        PassageRecord(f"PMID:{100 + i}#s0", f"PMID:{100 + i}", f"note {i}: {p.text}")
+        for i, p in enumerate(PASSAGES * 30)
+    ]
+    index.add(many)
+    index.commit()
+    assert len(index.vectors) == 155 and index.vectors.kind == "ivf"
+    assert index.search("fracture risk in osteoporosis", k=3)[0].text.endswith("fracture risk in osteoporosis.")
+    index.close()
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert reopened.vectors.kind == "ivf"
+    reopened.vectors.flat_max = 100
+    reopened.remove([p.id for p in many[:100]])
+    reopened.commit()
+    assert len(reopened.vectors) == 55 and reopened.vectors.kind == "flat"
