@@ -8,8 +8,10 @@ through SQLite's online backup API, so each is consistent. A
 ``manifest.json`` lists every file with its SHA-256. Restore refuses an archive whose members
 would land outside the data dir (absolute paths, ``..``, links), checks every checksum, unpacks
 into a new folder beside the data dir and only then swaps it in; the data dir it replaces is kept
-as ``<data dir>.before-restore-<time>``. With the Neo4j backend the graph lives in Neo4j: the
-archive then holds the indexes and sessions, and the graph is backed up with ``neo4j-admin``.
+as ``<data dir>.before-restore-<time>``. Both are refused while another process uses the data dir
+(:mod:`service.data_lock`: every process that opens it holds a shared lock). With the Neo4j backend
+the graph lives in Neo4j: the archive then holds the indexes and sessions, and the graph is backed up
+with ``neo4j-admin``.
 
 The archive holds ``deid.key``, the key of the DICOM pseudonyms: it is written private (0600); keep
 it as private as the data.
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from kg.settings import GraphBackend, Settings
+from service.data_lock import LOCK_NAME, DataDirBusy, DataDirLock
 
 __all__ = ["BackupError", "BackupResult", "backup", "restore"]
 
@@ -88,7 +91,7 @@ def _files(data: Path) -> list[tuple[str, Path]]:
                 seen.add((st.st_dev, st.st_ino))
         for name in names:
             path = Path(root) / name
-            if path.is_file():
+            if path.is_file() and not (name == LOCK_NAME and Path(root) == data):
                 found.append((path.relative_to(data).as_posix(), path))
     return sorted(found)
 
@@ -119,11 +122,26 @@ def _quiesce(settings: Settings, what: str, *, restore: bool = False) -> None:
         store.close()
 
 
+def _in_use_refused(data: Path, what: str) -> DataDirLock:
+    """The data dir's exclusive lock (:mod:`service.data_lock`): BackupError while a process uses it."""
+    try:
+        return DataDirLock(data, exclusive=True).acquire(what)
+    except DataDirBusy as exc:
+        raise BackupError(f"{exc}: stop `medkg serve` and any ingest first") from None
+
+
 def backup(settings: Settings, dest: Path) -> BackupResult:
-    started = time.perf_counter()
+    """Archive the data dir into ``dest``; refused while another process uses the data dir."""
     data = settings.data_dir
     if not data.is_dir():
         raise BackupError(f"no data dir at {data}")
+    with _in_use_refused(data, "a backup"):
+        return _backup(settings, dest)
+
+
+def _backup(settings: Settings, dest: Path) -> BackupResult:
+    started = time.perf_counter()
+    data = settings.data_dir
     graph_included = settings.graph_backend is GraphBackend.ladybug
     _quiesce(settings, "a backup")
     dest = dest.resolve()
@@ -180,9 +198,18 @@ def _member_path(name: str) -> str:
 
 
 def restore(settings: Settings, src: Path, force: bool = False) -> dict:
-    """Unpack ``src`` into the data dir; a non-empty data dir needs ``force`` (it is kept aside)."""
+    """Unpack ``src`` into the data dir; a non-empty data dir needs ``force`` (it is kept aside). Refused
+    while another process uses the data dir."""
     data = settings.data_dir
-    if data.exists() and any(data.iterdir()) and not force:
+    if not data.exists():
+        return _restore(settings, src, force)
+    with _in_use_refused(data, "a restore"):
+        return _restore(settings, src, force)
+
+
+def _restore(settings: Settings, src: Path, force: bool) -> dict:
+    data = settings.data_dir
+    if data.exists() and any(p.name != LOCK_NAME for p in data.iterdir()) and not force:
         raise BackupError(f"{data} is not empty: pass --force to replace it (it is kept aside)")
     if os.path.ismount(data):
         raise BackupError(

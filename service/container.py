@@ -20,6 +20,7 @@ from kg.name_index import NameIndex
 from kg.nlp import build_pipeline
 from kg.settings import GraphBackend, Settings, load_settings
 from kg.text_index import TextIndex
+from service.data_lock import DataDirLock
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -97,11 +98,22 @@ class Container:
 
         faiss.omp_set_num_threads(self.settings.faiss_threads)  # process-wide, as FAISS's threads are
         self._owns_graph = graph is None
+        self._data_lock = DataDirLock(self.settings.data_dir)
         if graph is not None:
             self.__dict__["graph"] = graph
 
+    def _use_data_dir(self) -> None:
+        """Hold the data dir's shared lock (:mod:`service.data_lock`) from the first component that opens
+        something in it until :meth:`close`: backup and restore wait for no one, they are refused.
+        :class:`DataDirBusy` while a backup or restore runs."""
+        try:
+            self._data_lock.acquire("opening the data dir")
+        except PermissionError as exc:  # a data dir this process cannot write: nothing to guard
+            logger.warning("the data dir's lock file cannot be created (%s); going on without it", exc)
+
     @cached_property
     def graph(self) -> BaseGraphStore:
+        self._use_data_dir()
         return build_graph_store(self.settings)
 
     @cached_property
@@ -116,10 +128,12 @@ class Container:
 
     @cached_property
     def entity_index(self) -> EntityIndex:
+        self._use_data_dir()
         return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder)
 
     @cached_property
     def text_index(self) -> TextIndex:
+        self._use_data_dir()
         return TextIndex(self.settings.data_dir / "indexes", self.text_embedder)
 
     @cached_property
@@ -161,7 +175,7 @@ class Container:
         as they were, calls :meth:`forget_phenotype_cache`). A cache that cannot be loaded (damaged,
         written by another version, or naming anything but the index's own classes and numpy arrays)
         is rebuilt."""
-
+        self._use_data_dir()
         stats = self.graph.stats()
         stamp = (
             f"v{PhenotypeIndex.CACHE_VERSION}:{stats.backend}:{stats.entities}:{stats.relations}:"
@@ -213,7 +227,7 @@ class Container:
     def sessions(self) -> SessionStore:
         from service.qa.sessions import SessionStore
 
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self._use_data_dir()
         return SessionStore(
             self.settings.data_dir / "sessions.sqlite",
             ttl_s=self.settings.session_ttl_s,
@@ -263,7 +277,7 @@ class Container:
         """Keyed UID pseudonyms for DICOM de-identification (MEDKG_DEID_KEY, else a key file in the data dir)."""
         from multimodal.deid import Pseudonymizer, resolve_key
 
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self._use_data_dir()
         return Pseudonymizer(resolve_key(self.settings.deid_key, self.settings.data_dir))
 
     @cached_property
@@ -276,6 +290,7 @@ class Container:
     def image_index(self) -> ImageIndex:
         from multimodal.image_index import ImageIndex
 
+        self._use_data_dir()
         return ImageIndex(
             self.settings.data_dir / "indexes", self.image_encoder, thumbnails=self.settings.image_thumbnails
         )
@@ -354,6 +369,7 @@ class Container:
             if isinstance(attr, cached_property) and name not in _KEPT_ON_CLOSE:
                 if name != "graph" or self._owns_graph:
                     self.__dict__.pop(name, None)
+        self._data_lock.release()
 
     def __enter__(self) -> Container:
         return self

@@ -219,3 +219,53 @@ def test_backup_walks_a_linked_loop_once(tmp_path: Path) -> None:
         names = tar.getnames()
     assert not any(n.startswith("data/loop/") for n in names), names
     assert sorted(names) == ["data/graph.lbug", "data/indexes/x.bin", "manifest.json"] and result.files == 2
+
+
+HOLD_INDEXES = """
+import sys, time
+from kg.settings import load_settings
+from service.container import Container
+c = Container(load_settings(data_dir=sys.argv[1]))
+c.text_index  # the passage index open, the graph store not: the store's own lock is not what refuses
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def test_backup_and_restore_wait_for_no_process_using_the_data_dir(tmp_path: Path) -> None:
+    """Any process using the data dir (not only one holding the embedded store: with Neo4j there is
+    none) refuses backup and restore; a process cannot open the data dir while a backup holds it; the
+    lock file is no data (never archived, and a data dir holding only it is empty to restore)."""
+    from service.data_lock import LOCK_NAME, DataDirBusy, DataDirLock
+
+    src = tmp_path / "src"
+    with Container(_settings(src)) as c:
+        _build(c)
+    assert (src / LOCK_NAME).exists()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_INDEXES, str(src)], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(BackupError, match="a backup is refused while a process uses it"):
+            backup(_settings(src), tmp_path / "refused.tar.gz")
+        with pytest.raises(BackupError, match="a restore is refused while a process uses it"):
+            restore(_settings(src), tmp_path / "any.tar.gz", force=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (tmp_path / "refused.tar.gz").exists()
+    archive = tmp_path / "b.tar.gz"
+    backup(_settings(src), archive)  # the holder gone, its lock went with it
+    with tarfile.open(archive) as tar:
+        assert f"data/{LOCK_NAME}" not in tar.getnames()
+
+    with DataDirLock(src, exclusive=True).acquire("a backup"):  # a backup running
+        with Container(_settings(src)) as c, pytest.raises(DataDirBusy, match="refused while a backup or restore"):
+            _ = c.text_index
+    dst = tmp_path / "dst"
+    with Container(_settings(dst)) as c:  # a data dir created, and left with its lock file only
+        _ = c.sessions
+    (dst / "sessions.sqlite").unlink()
+    assert [p.name for p in dst.iterdir()] == [LOCK_NAME]
+    assert restore(_settings(dst), archive)["files"] > 0  # no --force needed
