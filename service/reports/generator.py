@@ -297,9 +297,9 @@ class ReportGenerator:
         exclude: Iterable[str] = (),
     ) -> GeneratedReport:
         """A draft report for the study (``image``, or an indexed ``image_id``: :class:`UnknownImage` when
-        it is not indexed) and ``indication``; ``findings``, when given, join the indication in the text
-        search and weigh the priors' impressions by how much their findings resemble these (they are not
-        copied)."""
+        it is not indexed) and ``indication``; ``findings`` (the reader's own), when given, are the draft's
+        findings as given (never read for citations), join the indication in the text search and weigh the
+        priors' impressions by how much their findings resemble them: the impression is what is drafted."""
         if mode == "llm" and self.llm is None:
             raise InvalidInput("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         use_llm = self.llm is not None and mode != "extractive"
@@ -321,6 +321,7 @@ class ReportGenerator:
         technique = technique_of(image) if image is not None else self._indexed_technique(image_id)
         context = " ".join(self.composer.fact_sentences([f for f in facts if f.score >= self.composer.fact_floor]))
         dropped: list[str] = []
+        reader = (findings or "").strip()  # the reader's own findings: the report's, as given
         if use_llm:
             assert self.llm is not None
             data = self.llm.complete_json(
@@ -343,18 +344,23 @@ class ReportGenerator:
                 confidence = 0.0
             used_mode = "llm"
         else:
-            findings_text = self.compose_findings(priors)
+            findings_text = "" if reader else self.compose_findings(priors)
             impression = self.compose_impression(priors, findings)
-            # priors none of which has findings or an impression a draft may take draft nothing
+            # priors none of which has findings or an impression a draft may take draft nothing (with the
+            # reader's findings, the impression is all there is to draft)
             insufficient = not (findings_text or impression)
             confidence = 0.0 if insufficient else round(sum(p.score for p in priors) / len(priors), 3)
             used_mode = "extractive"
         if insufficient and not use_llm:
-            findings_text = findings_text or (
+            message = (
                 "Insufficient evidence: no similar prior report was found."
                 if not priors
                 else "Insufficient evidence: no similar prior report has findings or an impression a draft may take."
             )
+            if reader:
+                impression = message
+            else:
+                findings_text = findings_text or message
         timings["compose"] = time.perf_counter() - t
         timings["total"] = time.perf_counter() - started
         # An LLM draft may cite what its budgeted context held; an extractive one is composed from the
@@ -362,6 +368,8 @@ class ReportGenerator:
         sources = {i.id: i for i in (bundle if use_llm else (*passages, *images, *facts))}
         checked = [check_citations(part, [], set(sources)) for part in (findings_text, impression, context)]
         findings_text, impression, context = (c.text for c in checked)  # an id with no source is taken out
+        if reader:  # the reader's words, never read for citations ("[2 views]" is no evidence id)
+            findings_text = reader
         cited = list(dict.fromkeys(i for c in checked for i in c.cited))
         dropped += [d for c in checked for d in c.dropped if d not in dropped]
         return GeneratedReport(

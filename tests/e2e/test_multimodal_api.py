@@ -285,7 +285,8 @@ def test_llm_report_citations_are_checked(loaded: tuple[Container, Path]) -> Non
         assert r.mode == "llm" and r.dropped_citations == ["IUXR:999#s1"]
         assert "999" not in r.findings and r.citations and r.impression.startswith("No acute disease [")
         assert "Reader's findings" not in prompts[-1]
-        with_llm.report_generator.generate("Chest pain.", image=image, findings="Small left pleural effusion.")
+        read = with_llm.report_generator.generate("Chest pain.", image=image, findings="Small left pleural effusion.")
+        assert read.findings == "Small left pleural effusion." and read.impression.startswith("No acute disease [")
         assert "Reader's findings: Small left pleural effusion.\n" in prompts[-1]  # the reader's, for the impression
         llm.enqueue(Reply.error(500), Reply.error(500), Reply.error(500))
         from service.qa.llm import LLMError

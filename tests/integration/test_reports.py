@@ -260,6 +260,10 @@ def test_priors_with_nothing_a_draft_may_take_give_an_insufficient_draft(
     assert {p.doc_id for p in draft.priors} == {"IUXR:1", "IUXR:2", "IUXR:3"}
     assert draft.insufficient_evidence and draft.confidence == 0.0 and draft.impression == ""
     assert draft.findings.startswith("Insufficient evidence") and draft.citations == []
+    # with the reader's findings only the impression is drafted: the findings are theirs, as given
+    read = generator.generate("Chest pain.", findings="Heart enlarged [2 views].", mode="extractive")
+    assert read.insufficient_evidence and read.findings == "Heart enlarged [2 views]." and read.dropped_citations == []
+    assert read.impression.startswith("Insufficient evidence: no similar prior report has findings or an impression")
 
 
 def test_placeholders_glued_to_a_word_keep_a_sentence_out_of_a_draft(
@@ -306,4 +310,6 @@ def test_the_studys_own_findings_choose_the_impression(store: BaseGraphStore, tm
         mode="extractive",
     )
     assert given.impression.startswith("Cardiomegaly with a small left pleural effusion. [IUXR:3#")
+    assert given.findings == "The heart is enlarged. There is a small left pleural effusion."  # the reader's
+    assert not given.insufficient_evidence and "[IUXR:" in unknown.findings  # without them: drafted from priors
     assert {p.doc_id for p in given.priors} == {"IUXR:1", "IUXR:2", "IUXR:3"}
