@@ -237,7 +237,7 @@ def evaluate(
             unmapped += 1
             continue
         observed, excluded = case["observed"], case.get("excluded", [])
-        if not index.known(observed)[0]:  # nothing to rank by: every disease would tie
+        if not index.read_case(observed).observed:  # nothing to rank by: every disease would tie
             no_known_term += 1
             continue
         t0 = time.perf_counter()

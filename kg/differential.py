@@ -76,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PhenotypeIndex",
     "Candidate",
+    "CaseTerms",
     "LRParams",
     "disease_namespaces",
     "frequency_weight",
@@ -164,6 +165,22 @@ def frequency_evidence(values: Iterable[str]) -> Frequency:
     return None if f < 0 else f
 
 
+PHENOTYPIC_ABNORMALITY = "HP:0000118"
+NOT_PHENOTYPIC = (
+    "not a phenotypic abnormality (an inheritance, onset or course, or a root): says nothing about which disease"
+)
+
+
+@dataclass
+class CaseTerms:
+    """A case's HPO terms as a ranking reads them (:meth:`PhenotypeIndex.read_case`)."""
+
+    observed: list[str]  # counted
+    excluded: list[str]  # counted
+    unknown: list[str]  # not in the graph: ignored
+    ignored: dict[str, str]  # known, not counted: why
+
+
 @dataclass
 class Candidate:
     disease: str
@@ -203,8 +220,9 @@ def terms_in_text(linker: EntityLinker, text: str) -> tuple[list[str], list[str]
 
 class PhenotypeIndex:
     # of the derived arrays; an index pickled by another version derives them again. 5: no disease
-    # without an annotation to a current term (rank() failed on one), PMIDs of repeated annotations merged
-    CACHE_VERSION = 5
+    # without an annotation to a current term (rank() failed on one), PMIDs of repeated annotations merged;
+    # 6: annotations seen in no patient (0/m, Excluded) left out
+    CACHE_VERSION = 6
 
     def __init__(
         self,
@@ -217,6 +235,11 @@ class PhenotypeIndex:
         """``other``: each disease's HPO terms of the other aspects (``OTHER_ASPECTS``), used only by
         ``pyhpo_scores``."""
         started = time.perf_counter()
+        # an annotation whose frequency is zero ("0/11": none of 11 patients; "Excluded (0%)") says the
+        # disease does not have the feature: no match, no frequency, no citation for having it (pyhpo, which
+        # counts them, keeps them in its disease sets)
+        none_had = {d: [a[0] for a in ann if _seen_in_none(a[1])] for d, ann in annotations.items()}
+        annotations = {d: [a for a in ann if not _seen_in_none(a[1])] for d, ann in annotations.items()}
         self.terms = terms
         self.term_index = {t: i for i, t in enumerate(terms)}
         n = len(terms)
@@ -275,7 +298,7 @@ class PhenotypeIndex:
         for i, d in enumerate(self.diseases):
             start = offsets[i]
             end = offsets[i + 1] if i + 1 < len(offsets) else len(flat_terms)
-            extra = (self.term_index[t] for t in (other or {}).get(d, ()) if t in self.term_index)
+            extra = (self.term_index[t] for t in [*(other or {}).get(d, ()), *none_had[d]] if t in self.term_index)
             sets.append(sorted(set(flat_terms[start:end]) | set(extra)))
         self.set_offsets = np.cumsum([0] + [len(x) for x in sets[:-1]]).astype(np.int64)
         self.set_terms = np.asarray([t for x in sets for t in x], dtype=np.int32)
@@ -404,9 +427,13 @@ class PhenotypeIndex:
             if not rel.get("negated") and term["id"].startswith("HP:"):
                 other[disease].append(term["id"])
         index = cls(sorted(terms), parents, annotations, negated, other)
-        for disease, _rel, gene in store.edge_rows(index.diseases, [ASSOCIATED_WITH], direction="in"):
-            if gene.get("category") == "Gene":
-                index.genes.setdefault(disease, []).append(gene["name"])
+        for disease, rel, gene in store.edge_rows(index.diseases, [ASSOCIATED_WITH], direction="in"):
+            # a negated association ("not associated with", from an extraction) is no candidate gene; a
+            # symbol stated by two sources (or by an HGNC and an NCBIGene entity) is listed once
+            if gene.get("category") == "Gene" and not rel.get("negated"):
+                symbols = index.genes.setdefault(disease, [])
+                if gene["name"] not in symbols:
+                    symbols.append(gene["name"])
         # An obsolete term stands for what replaced it (OBO ``replaced_by``); a term a newer release made
         # obsolete without saying by what keeps its last parents (``ingest/hpo_update.py``).
         links = {REPLACED_BY: index.replaced_by, IS_A: index.obsolete_parents}
@@ -451,13 +478,44 @@ class PhenotypeIndex:
         ids = self.current(terms, broaden)
         return [t for t in ids if t in self.term_index], [t for t in ids if t not in self.term_index]
 
+    def _phenotypic(self, i: int) -> bool:
+        """Whether term ``i`` is a phenotypic abnormality (below HP:0000118, not it): a mode of
+        inheritance, an onset or a clinical course says nothing about which disease, nor does the root
+        (an ontology without HP:0000118 counts every term)."""
+        root = self.term_index.get(PHENOTYPIC_ABNORMALITY)
+        return root is None or (i != root and bool((self.ancestors[i] == root).any()))
+
+    def read_case(self, observed: Sequence[str], excluded: Sequence[str] = ()) -> CaseTerms:
+        """The case's terms sorted out: the observed and excluded ones that count (an obsolete one as
+        ``current`` replaces it), the unknown ones, and the known ones that do not count, with why."""
+        obs, unknown = self.known(observed)
+        exc, unknown_excluded = self.known(excluded, broaden=False)
+        ignored: dict[str, str] = {}
+        for t in [*obs, *exc]:
+            if not self._phenotypic(self.term_index[t]):
+                ignored[t] = NOT_PHENOTYPIC
+        obs = [t for t in obs if t not in ignored]
+        implied = {int(a) for t in obs for a in self.ancestors[self.term_index[t]]}
+        for t in exc:
+            if t not in ignored and self.term_index[t] in implied:
+                ignored[t] = "an observed term is or implies it: not counted as excluded"
+        return CaseTerms(
+            observed=obs,
+            excluded=[t for t in exc if t not in ignored],
+            unknown=list(dict.fromkeys([*unknown, *unknown_excluded])),
+            ignored=ignored,
+        )
+
     def case_terms(
         self, observed: Sequence[str], excluded: Sequence[str] = (), collapse: bool = True
     ) -> tuple[list[int], list[int]]:
         """The indices of the terms that count: the most specific observed terms and the most general
-        excluded ones (``collapse``); never an excluded term that an observed one implies."""
+        excluded ones (``collapse``); only phenotypic abnormalities; never an excluded term that an
+        observed one implies."""
         obs = [self.term_index[t] for t in self.current(observed) if t in self.term_index]
         exc = [self.term_index[t] for t in self.current(excluded, broaden=False) if t in self.term_index]
+        obs = [q for q in obs if self._phenotypic(q)]
+        exc = [x for x in exc if self._phenotypic(x)]
         implied: set[int] = set()
         for q in obs:
             implied.update(self.ancestors[q].tolist())
@@ -730,6 +788,13 @@ class PhenotypeIndex:
                 cand.contradictions.append(f"annotated NOT to have {self.terms[q]}")
         cand.pmids = list(dict.fromkeys(pmids))[:20]
         cand.genes = sorted(self.genes.get(cand.disease, []))
+
+
+def _seen_in_none(frequency: Frequency) -> bool:
+    """Whether an annotation's frequency says no patient had the feature (a count 0/m, 0%, Excluded)."""
+    if isinstance(frequency, tuple):
+        return frequency[0] == 0 and frequency[1] > 0
+    return frequency is not None and frequency <= 0
 
 
 def _prefix_key(prefixes: Sequence[str]) -> tuple[str, ...]:

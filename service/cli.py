@@ -145,8 +145,11 @@ def differential(
         observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms or []), *from_text]))
         given_excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude or []), *excluded_from_text]))
         index = c.phenotype_index
-        known, unknown = index.known(observed)
-        excluded, unknown_excluded = index.known(given_excluded, broaden=False)
+        case = index.read_case(observed, given_excluded)
+        known, excluded = case.observed, case.excluded
+        if not known and case.ignored:
+            why = "; ".join(f"{t}: {w}" for t, w in case.ignored.items())
+            raise fail(f"no observed term is a phenotypic abnormality ({why})")
         if not known:
             given = ", ".join(observed) or "none linked from the text"
             raise fail(f"none of the terms is an HPO term in the graph: {given} (run `medkg ingest hpo`)")
@@ -160,7 +163,8 @@ def differential(
         "observed": known,
         "from_text": from_text,
         "excluded_from_text": excluded_from_text,
-        "unknown_terms": list(dict.fromkeys([*unknown, *unknown_excluded])),
+        "unknown_terms": case.unknown,
+        "ignored_terms": case.ignored,
         "replaced_terms": {**index.replacements(observed), **index.replacements(given_excluded, broaden=False)},
         "excluded": excluded,
         "genes": genes,
@@ -176,6 +180,8 @@ def differential(
                 err.print(f"{label}: {', '.join(f'{named.get(t, t)} ({t})' for t in d[key])}", highlight=False)
         if d["unknown_terms"]:
             err.print(f"not in the graph, ignored: {', '.join(d['unknown_terms'])}")
+        for term, why in d["ignored_terms"].items():
+            err.print(f"{named.get(term, term)} ({term}) not counted: {why}", highlight=False)
         for term, now in d["replaced_terms"].items():
             err.print(f"{term} is obsolete, counted as {', '.join(now)}")
         if d["unknown_genes"]:

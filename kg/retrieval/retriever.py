@@ -205,7 +205,8 @@ class Retriever:
         assert self.phenotypes is not None
         terms, excluded = _phenotypes(linked)
         index = self.phenotypes()
-        observed, _ = index.known(terms)
+        case = index.read_case(terms, excluded)  # phenotypic abnormalities only ("autosomal dominant" is none)
+        observed, excluded = case.observed, case.excluded
         if len(observed) < DIFFERENTIAL_MIN_TERMS:
             return [], []
         # a gene named as such (its symbol as written, "a de novo STXBP1 variant") narrows the ranking

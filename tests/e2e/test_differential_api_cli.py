@@ -105,6 +105,14 @@ def test_differential_over_http(client: TestClient) -> None:
     assert only["diseases"] == []
     assert client.post("/v1/differential", json={"terms": ["nonsense"]}).status_code == 422
     assert client.post("/v1/differential", json={"terms": ["HP:9999999"]}).status_code == 422
+    # a term both observed and excluded, or the root: named as not counted, never echoed as counted
+    conflict = client.post(
+        "/v1/differential", json={"terms": ["HP:0001250", "HP:0000118"], "excluded": ["HP:0001250", "HP:0000252"]}
+    ).json()
+    assert conflict["observed"] == ["HP:0001250"] and conflict["excluded"] == ["HP:0000252"]
+    assert set(conflict["ignored_terms"]) == {"HP:0001250", "HP:0000118"}
+    root = client.post("/v1/differential", json={"terms": ["HP:0000118"]})
+    assert root.status_code == 422 and "HP:0000118: not a phenotypic abnormality" in root.text
     assert (
         client.post("/v1/differential", content=b"{not json", headers={"content-type": "application/json"}).status_code
         == 422

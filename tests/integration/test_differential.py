@@ -497,3 +497,69 @@ def test_real_hpo_pyhpo_baseline_is_pyhpos_own_similarity(hpo: PhenotypeIndex) -
         assert float(ours[i]) == pytest.approx(theirs, abs=2e-3), d
     # the sample has diseases whose set is larger than their phenotypes (a mode of inheritance...)
     assert any(len(omim[hpo.diseases[i]].hpo) > sizes[i] for i in sample[10:])
+
+
+def test_an_annotation_seen_in_no_patient_is_no_match() -> None:
+    """HPO's "0/11" (none of 11 patients) and "Excluded (0%)" say the disease lacks the feature: such an
+    annotation matches nothing, cites nothing and contradicts no excluded term; a count above zero from
+    another source for the same term still counts."""
+    terms = ["HP:0000001", "HP:0000118", "HP:0001250", "HP:0000252", "HP:0000256"]
+    parents = {t: ["HP:0000118"] for t in terms[2:]} | {"HP:0000118": ["HP:0000001"]}
+    annotations = {
+        "OMIM:1": [("HP:0001250", 0.9, []), ("HP:0000252", (0, 11), ["PMID:999"]), ("HP:0000256", 0.0, ["PMID:7"])],
+        "OMIM:2": [("HP:0001250", 0.9, []), ("HP:0000252", (0, 4), []), ("HP:0000252", (2, 5), ["PMID:8"])],
+        "OMIM:3": [("HP:0001250", 0.9, [])],
+    }
+    index = PhenotypeIndex(terms, parents, annotations, {})
+    ranked = {c.disease: c for c in index.rank(["HP:0001250", "HP:0000252"], top_k=3)}
+    assert ranked["OMIM:1"].score == ranked["OMIM:3"].score < ranked["OMIM:2"].score
+    assert ranked["OMIM:1"].pmids == [] and ranked["OMIM:2"].pmids == ["PMID:8"]
+    assert not [m for m in ranked["OMIM:1"].matches if m[1] == "HP:0000252"]
+    excluded = {c.disease: c for c in index.rank(["HP:0001250"], ["HP:0000256"], top_k=3)}
+    assert excluded["OMIM:1"].contradictions == [] and excluded["OMIM:1"].score == excluded["OMIM:3"].score
+
+
+def test_gene_associations_negated_or_stated_twice(index: PhenotypeIndex, store: BaseGraphStore) -> None:
+    """A negated association names no candidate gene; a symbol stated by two sources is listed once."""
+    store.upsert_entities(
+        [Entity(id="HGNC:2", name="GENE1", category="Gene"), Entity(id="NCBIGene:2", name="GENE2", category="Gene")]
+    )
+    store.upsert_relations(
+        [
+            Relation(subject="HGNC:2", type="ASSOCIATED_WITH", object="OMIM:100001", source="orphanet"),
+            Relation(subject="NCBIGene:1", type="ASSOCIATED_WITH", object="OMIM:100001", source="other"),
+            Relation(subject="NCBIGene:2", type="ASSOCIATED_WITH", object="OMIM:100002", source="llm", negated=True),
+        ]
+    )
+    again = PhenotypeIndex.from_graph(store)
+    assert again.genes == {"OMIM:100001": ["GENE1"]}
+    assert again.known_genes(["GENE2"]) == ([], ["GENE2"])
+    assert [c.genes for c in again.rank(["HP:0001250"], genes=["GENE1"])] == [["GENE1"]]
+
+
+def test_terms_that_say_nothing_about_the_disease_are_not_counted() -> None:
+    """A mode of inheritance or the root is no phenotypic abnormality: not counted (no LR of ε for every
+    disease), and named with why; so is an excluded term that an observed one is or implies."""
+    terms = ["HP:0000001", "HP:0000005", "HP:0000006", "HP:0000118", "HP:0000707", "HP:0001250", "HP:0000256"]
+    parents = {
+        "HP:0000005": ["HP:0000001"],
+        "HP:0000006": ["HP:0000005"],
+        "HP:0000118": ["HP:0000001"],
+        "HP:0000707": ["HP:0000118"],
+        "HP:0001250": ["HP:0000707"],
+        "HP:0000256": ["HP:0000118"],
+    }
+    annotations = {"OMIM:1": [("HP:0001250", 0.9, [])], "OMIM:2": [("HP:0000256", 0.9, [])]}
+    index = PhenotypeIndex(terms, parents, annotations, {})
+    case = index.read_case(
+        ["HP:0001250", "HP:0000006", "HP:9999999"], ["HP:0001250", "HP:0000707", "HP:0000118", "HP:0000256"]
+    )
+    assert case.observed == ["HP:0001250"] and case.excluded == ["HP:0000256"] and case.unknown == ["HP:9999999"]
+    assert set(case.ignored) == {"HP:0000006", "HP:0000118", "HP:0001250", "HP:0000707"}
+    assert case.ignored["HP:0000006"].startswith("not a phenotypic abnormality")
+    assert case.ignored["HP:0000707"].startswith("an observed term is or implies it")
+    alone, with_inheritance = index.rank(["HP:0001250"]), index.rank(["HP:0001250", "HP:0000006"])
+    assert [(c.disease, c.score, c.log10_lr, c.likelihood_ratios) for c in alone] == [
+        (c.disease, c.score, c.log10_lr, c.likelihood_ratios) for c in with_inheritance
+    ]
+    assert index.read_case(["HP:0000006", "HP:0000118"]).observed == []

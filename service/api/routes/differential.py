@@ -83,6 +83,11 @@ class DifferentialResponse(BaseModel):
         "for an observed term without one, its last parents).",
     )
     excluded: list[str] = Field(description="The excluded terms counted (an obsolete one as its replacement).")
+    ignored_terms: dict[str, str] = Field(
+        default_factory=dict,
+        description="Known terms given that the ranking does not count, each with why: a mode of inheritance, onset or "
+        "course (no phenotypic abnormality), or an excluded term that an observed one is or implies.",
+    )
     genes: list[str] = Field(default_factory=list, description="The candidate genes the ranking was restricted to.")
     unknown_genes: list[str] = Field(
         default_factory=list, description="Candidate genes given that no disease in the graph is associated with."
@@ -99,10 +104,14 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     from_text, excluded_from_text = terms_in_text(c.linker, request.text) if request.text else ([], [])
     given_excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
     index = c.phenotype_index
-    known, unknown = index.known([*request.terms, *from_text])
-    excluded, unknown_excluded = index.known(given_excluded, broaden=False)
+    case = index.read_case([*request.terms, *from_text], given_excluded)
+    known, excluded = case.observed, case.excluded
     if not known:
-        raise HTTPException(422, "no observed HPO term that the graph knows: give terms (HP:...) or text")
+        why = f" ({'; '.join(f'{t}: {w}' for t, w in case.ignored.items())})" if case.ignored else ""
+        raise HTTPException(
+            422,
+            f"no observed HPO term that the graph knows is a phenotypic abnormality{why}: give terms (HP:...) or text",
+        )
     genes, unknown_genes = index.known_genes(request.genes)
     if unknown_genes and not genes:
         raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
@@ -113,7 +122,8 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         observed=known,
         from_text=from_text,
         excluded_from_text=excluded_from_text,
-        unknown_terms=list(dict.fromkeys([*unknown, *unknown_excluded])),
+        unknown_terms=case.unknown,
+        ignored_terms=case.ignored,
         replaced_terms={
             **index.replacements([*request.terms, *from_text]),
             **index.replacements(given_excluded, broaden=False),
