@@ -67,7 +67,11 @@ class DiseaseOut(BaseModel):
     contradictions: list[str]
     genes: list[str]
     pmids: list[str]
-    likelihood_ratios: list[TermLR]
+    likelihood_ratios: list[TermLR] = Field(
+        description="Each observed term's LR, and each excluded term's for a disease that has it at least very "
+        "frequently. Their product times 1/(1 - background frequency) of every other excluded term (the same "
+        "factor for every disease without it, so not listed) is 10**log10_lr."
+    )
 
 
 class DifferentialResponse(BaseModel):
