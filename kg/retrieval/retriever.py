@@ -22,17 +22,26 @@ from kg.text_index import SearchHit, TextIndex
 
 __all__ = ["LinkedEntity", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis"]
 
-# A question that lists phenotypes and asks what the patient has goes to the differential ranking.
+# A question that lists phenotypes and asks what the patient has goes to the differential ranking; one
+# that asks how to treat or test for them does not, whatever else it says ("a child diagnosed with ...").
 _DIAGNOSIS_CUE = re.compile(
-    r"\b(diagnos\w*|differential|(which|what) (\w+ )?(diseases?|disorders?|syndromes?|conditions?)|could (this|it) be"
-    r"|likely cause|underlying cause|presents? with|presenting with)\b",
+    r"\b(diagnos\w*|differential|(which|what)( \w+){0,4} (diseases?|disorders?|syndromes?|conditions?)"
+    r"|could (this|it|these) be|likely cause|underlying cause|(causing|cause of|causes) (this|these|it|them|the)\b"
+    r"|presents? with|presenting with)\b",
+    re.IGNORECASE,
+)
+_OTHER_INTENT = re.compile(
+    r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|manage\w*|dos(e|es|age|ing)|first[- ]line|prognosis"
+    r"|how (is|are|was|were|do you|to)( \w+){0,6} (diagnosed|tested|confirmed|detected|screened)"
+    r"|(which|what)( \w+){0,3} (tests?|investigations?|imaging|scans?|work-?up))\b",
     re.IGNORECASE,
 )
 DIFFERENTIAL_MIN_TERMS = 2
 
 
 def asks_for_diagnosis(question: str) -> bool:
-    return _DIAGNOSIS_CUE.search(question) is not None
+    """Whether ``question`` asks what the patient has (a diagnosis), not how to treat or test."""
+    return _DIAGNOSIS_CUE.search(question) is not None and _OTHER_INTENT.search(question) is None
 
 
 @dataclass(frozen=True)
