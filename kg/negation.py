@@ -15,7 +15,11 @@ negates the mention before it ("Seizures: absent", "Fever: none", "Pneumothorax:
 ends at ".", "!", "?" and at a line break, except one inside a wrapped sentence: the next line goes on
 in lower case ("No fever,\\ncough or\\nrash."); a blank line always ends one. Words inside the text's
 linked mentions are part of their concepts, not of the sentence: "face with broad temples" does not
-end a scope, nor does a term named with "no" open one (:func:`negated_mentions`). Radiology reports use
+end a scope, nor does a term named with "no" open one (:func:`negated_mentions`). A "not" after another
+mention of its sentence qualifies that mention: its scope ends at the next comma ("Seizures that are not
+well controlled, and microcephaly"; "no" and "without" keep theirs: "seizures, no ataxia, ptosis or
+hypotonia"); and an aside in parentheses after a mention does not negate it ("Seizures (absent in
+sibling)"). Radiology reports use
 it for their MENTIONS evidence ("No pneumothorax or large pleural effusion."); the differential and the
 QA count a negated phenotype in a question or case text as excluded ("seizures and microcephaly, no
 hypotonia").
@@ -37,7 +41,7 @@ _CUE = re.compile(r"\b(?:" + _CUES + "|" + _EITHER_WAY + r")\b", re.IGNORECASE)
 _PSEUDO = re.compile(
     r"\b(?:no (?:(?:significant|interval|appreciable|new|further)\s+)*"
     r"(?:change|increase|decrease|worsening|improvement)s?"
-    r"|not (?:only|necessarily|changed|significantly changed)"
+    r"|not (?:only|necessarily|changed|significantly changed|otherwise specified)"
     r"|not (?:un(?:common|usual|likely|expected)|infrequent|rare)(?:ly)?)\b",  # double negatives
     re.IGNORECASE,
 )
@@ -76,7 +80,9 @@ _PARENTHESES = re.compile(r"\([^()]*\)")  # closed before the mention: "hypotoni
 # observed", "... ruled out"; with the other mentions blanked, "seizures and [hypotonia] were absent".
 _CLAUSE_END = re.compile(r",|" + _CONJUNCTIONS, re.IGNORECASE)
 _POST = re.compile(
-    r"^\W*(?:(?:and|or|nor)\W+)?(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:" + _ABSENT_AFTER + r")\b",
+    r"^[^\w(]*(?:(?:and|or|nor)\W+)?(?:(?:was|were|is|are|has been|have been|had been)\s+)?(?:"
+    + _ABSENT_AFTER
+    + r")\b",
     re.IGNORECASE,
 )
 _POST_VALUE = re.compile(r"^[^\w:]*(?:(?:and|or)[^\w:]+)?" + _ABSENT_VALUE + r"(?:[,;.!?]|$)", re.IGNORECASE)
@@ -106,6 +112,8 @@ def negated(before: str, after: str = "") -> bool:
     if not cues:
         return False
     last = cues[-1]
+    if last.group(0).lower() == "not" and _HIDDEN in scope[: last.start()] and "," in scope[last.end() :]:
+        return False  # a "not" that qualifies a stated mention ("seizures that are not controlled, and ...")
     return not (_NARROW_CUE.fullmatch(last.group(0)) and _LIST_GAP.search(scope, last.end()))
 
 

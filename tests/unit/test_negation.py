@@ -167,3 +167,36 @@ def test_by_polarity() -> None:
     found = [("HP:1", False), ("HP:2", True), ("HP:3", True), ("HP:2", False), ("HP:1", True), ("HP:3", True)]
     assert by_polarity(found) == (["HP:1", "HP:2"], ["HP:3"])  # stated wins; each once, first-seen order
     assert by_polarity([]) == ([], [])
+
+
+def test_a_not_qualifying_an_earlier_mention_ends_at_its_clause() -> None:
+    """A "not" after another mention qualifies that one: it negates nothing past the next comma; "no"
+    opening a list after a mention still negates the whole list; an aside in parentheses after a mention
+    is not its clause."""
+
+    def read(text: str, *words: str) -> list[bool]:
+        return negated_mentions(text, [(text.index(w), text.index(w) + len(w)) for w in words])
+
+    assert read("Seizures that are not well controlled, and microcephaly.", "Seizures", "microcephaly") == [
+        False,
+        False,
+    ]
+    assert read(
+        "Developmental delay not otherwise specified, seizures and hypotonia.",
+        "Developmental delay",
+        "seizures",
+        "hypotonia",
+    ) == [False, False, False]
+    assert read("Seizures, no ataxia, ptosis or hypotonia.", "Seizures", "ataxia", "ptosis", "hypotonia") == [
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert read("Seizures and microcephaly, not hypotonia.", "Seizures", "microcephaly", "hypotonia") == [
+        False,
+        False,
+        True,
+    ]
+    assert read("Seizures (absent in sibling) and microcephaly.", "Seizures", "microcephaly") == [False, False]
+    assert read("Seizures were absent, microcephaly.", "Seizures", "microcephaly") == [True, False]
