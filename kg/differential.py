@@ -417,6 +417,8 @@ class PhenotypeIndex:
         negated: dict[str, set[str]] = defaultdict(set)
         for disease, rel, term in store.edge_rows(diseases, [HAS_PHENOTYPE]):
             evidence = json.loads(rel["evidence"]) if rel.get("evidence") else {}
+            if _extracted(evidence):
+                continue
             if rel.get("negated"):
                 negated[disease].add(term["id"])
             else:
@@ -430,7 +432,8 @@ class PhenotypeIndex:
         for disease, rel, gene in store.edge_rows(index.diseases, [ASSOCIATED_WITH], direction="in"):
             # a negated association ("not associated with", from an extraction) is no candidate gene; a
             # symbol stated by two sources (or by an HGNC and an NCBIGene entity) is listed once
-            if gene.get("category") == "Gene" and not rel.get("negated"):
+            evidence = json.loads(rel["evidence"]) if rel.get("evidence") else {}
+            if gene.get("category") == "Gene" and not rel.get("negated") and not _extracted(evidence):
                 symbols = index.genes.setdefault(disease, [])
                 if gene["name"] not in symbols:
                     symbols.append(gene["name"])
@@ -788,6 +791,13 @@ class PhenotypeIndex:
                 cand.contradictions.append(f"annotated NOT to have {self.terms[q]}")
         cand.pmids = list(dict.fromkeys(pmids))[:20]
         cand.genes = sorted(self.genes.get(cand.disease, []))
+
+
+def _extracted(evidence: dict) -> bool:
+    """Whether a relation was extracted by a language model from a passage (``ingest/llm_extract.py``
+    records the model): evidence for QA, not a curated annotation the ranking may weigh (one sentence
+    would otherwise count as a disease's feature, or, negated, as an LR of 1/1000 against it)."""
+    return bool(evidence.get("model")) and "passages" in evidence
 
 
 def _seen_in_none(frequency: Frequency) -> bool:

@@ -519,7 +519,7 @@ def test_an_annotation_seen_in_no_patient_is_no_match() -> None:
     assert excluded["OMIM:1"].contradictions == [] and excluded["OMIM:1"].score == excluded["OMIM:3"].score
 
 
-def test_gene_associations_negated_or_stated_twice(index: PhenotypeIndex, store: BaseGraphStore) -> None:
+def test_gene_associations_negated_stated_twice_or_extracted(index: PhenotypeIndex, store: BaseGraphStore) -> None:
     """A negated association names no candidate gene; a symbol stated by two sources is listed once."""
     store.upsert_entities(
         [Entity(id="HGNC:2", name="GENE1", category="Gene"), Entity(id="NCBIGene:2", name="GENE2", category="Gene")]
@@ -529,10 +529,24 @@ def test_gene_associations_negated_or_stated_twice(index: PhenotypeIndex, store:
             Relation(subject="HGNC:2", type="ASSOCIATED_WITH", object="OMIM:100001", source="orphanet"),
             Relation(subject="NCBIGene:1", type="ASSOCIATED_WITH", object="OMIM:100001", source="other"),
             Relation(subject="NCBIGene:2", type="ASSOCIATED_WITH", object="OMIM:100002", source="llm", negated=True),
+            # what a language model extracted from one passage is no curated annotation
+            Relation(
+                subject="NCBIGene:2", type="ASSOCIATED_WITH", object="OMIM:100003", source="llm-extraction",
+                evidence={"passages": ["PMID:5#s1"], "model": "m"},
+            ),
+            Relation(
+                subject="OMIM:100001", type="HAS_PHENOTYPE", object="HP:0001252", source="llm-extraction",
+                evidence={"passages": ["PMID:5#s2"], "model": "m"}, negated=True,
+            ),
+            Relation(
+                subject="OMIM:100003", type="HAS_PHENOTYPE", object="HP:0000256", source="llm-extraction",
+                evidence={"passages": ["PMID:5#s3"], "model": "m"},
+            ),
         ]
-    )
+    )  # fmt: skip
     again = PhenotypeIndex.from_graph(store)
     assert again.genes == {"OMIM:100001": ["GENE1"]}
+    assert "OMIM:100001" not in again.negated and index.set_sizes.tolist() == again.set_sizes.tolist()
     assert again.known_genes(["GENE2"]) == ([], ["GENE2"])
     assert [c.genes for c in again.rank(["HP:0001250"], genes=["GENE1"])] == [["GENE1"]]
 
