@@ -102,6 +102,7 @@ _FREQUENCY_TERMS = {
 DEFAULT_FREQUENCY = 0.5
 PRIOR_STRENGTH = 1000.0  # pseudo-patients of the Beta prior on case-series counts (chosen on the tuning half)
 _HPO_ID = re.compile(r"HP:\d{7}")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
@@ -211,7 +212,9 @@ def terms_mentioned(candidates: Iterable[Candidate], *case: Iterable[str]) -> li
 
 def terms_in_text(linker: EntityLinker, text: str) -> tuple[list[str], list[str]]:
     """The HPO terms the entity linker finds in ``text``: those it states, and those it negates ("no
-    hypotonia", "seizures were absent"; a term both stated and negated counts as stated)."""
+    hypotonia", "seizures were absent"; a term both stated and negated counts as stated). Control
+    characters read as spaces (a NUL pasted in hid the mention beside it)."""
+    text = _CONTROL.sub(" ", text)
     mentions = linker.link_query(text)
     negations = negated_mentions(text, [(m.start, m.end) for m in mentions])
     found = zip(mentions, negations, strict=True)
@@ -571,8 +574,13 @@ class PhenotypeIndex:
         return mask, unknown
 
     def known_genes(self, genes: Iterable[str]) -> tuple[list[str], list[str]]:
-        """The genes given (each once) that some disease is associated with, and the others."""
-        genes = list(dict.fromkeys(genes))
+        """The genes given (each once, case and surrounding spaces aside; blanks dropped) that some
+        disease is associated with, and the others."""
+        first: dict[str, str] = {}
+        for g in genes:
+            if g.strip():
+                first.setdefault(g.strip().upper(), g.strip())
+        genes = list(first.values())
         unknown = self.gene_diseases(genes)[1]
         return [g for g in genes if g not in unknown], unknown
 

@@ -138,6 +138,7 @@ def negated_mentions(text: str, spans: list[tuple[int, int]]) -> list[bool]:
     """For each mention ``(start, end)`` of ``text``, whether it is negated, reading the text with the
     other mentions (those that do not overlap it) blanked out: a cue or a scope's end inside another
     concept's own words counts for nothing. Sentences are those of the text itself."""
+    text = text.replace(_HIDDEN, " ")  # the text's own NULs are no hidden mention
 
     def blanked(keep: tuple[int, int] | None) -> str:
         chars = list(text)

@@ -111,6 +111,11 @@ def test_differential_over_http(client: TestClient) -> None:
     ).json()
     assert conflict["observed"] == ["HP:0001250"] and conflict["excluded"] == ["HP:0000252"]
     assert set(conflict["ignored_terms"]) == {"HP:0001250", "HP:0000118"}
+    # a NUL pasted into the text hides no mention; a gene given in several spellings is one gene
+    nul = client.post("/v1/differential", json={"text": "seizures\x00 microcephaly"}).json()
+    assert set(nul["from_text"]) == {"HP:0001250", "HP:0000252"}
+    spelled = client.post("/v1/differential", json={"terms": ["HP:0000252"], "genes": ["MCPH1", "mcph1", " MCPH1 "]})
+    assert spelled.json()["genes"] == ["MCPH1"]
     root = client.post("/v1/differential", json={"terms": ["HP:0000118"]})
     assert root.status_code == 422 and "HP:0000118: not a phenotypic abnormality" in root.text
     assert (
