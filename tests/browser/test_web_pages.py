@@ -269,6 +269,23 @@ def test_differential_from_free_text_with_a_negated_phenotype(live_server: str, 
     assert _severe_logs(browser) == []
 
 
+def test_differential_names_a_term_it_does_not_count(live_server: str, browser) -> None:  # noqa: ANN001
+    """Seizures picked as observed and negated in the text: counted as observed, named as not excluded."""
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, live_server + "/differential")
+    box = browser.find_element(_by("id"), "term-input")
+    box.send_keys("seiz")
+    _wait(browser, lambda d: d.find_elements(_by("css"), "#term-options li[role=option]"))
+    box.send_keys(Keys.ENTER)
+    browser.find_element(_by("id"), "free-text").send_keys("Microcephaly since birth, no seizures.")
+    browser.find_element(_by("id"), "rank-button").click()
+    summary = _wait(browser, lambda d: d.find_element(_by("id"), "results-summary").text)
+    assert "not counted: Seizure (HP:0001250) (an observed term is or implies it" in summary
+    assert "excluded (" not in summary.replace("negated in the text", "")
+    assert _severe_logs(browser) == []
+
+
 def test_evaluation_page_plots_the_runs(live_server: str, browser) -> None:  # noqa: ANN001
     _open(browser, live_server + "/eval")
     _wait(browser, lambda d: d.find_elements(_by("css"), "#acc-chart svg rect"))

@@ -166,6 +166,8 @@
     if (r.excluded_from_text.length) parts.push(`${r.excluded_from_text.length} negated in the text (${r.excluded_from_text.map(named).join(", ")})`);
     if (r.excluded.length) parts.push(`${r.excluded.length} excluded (${r.excluded.map(named).join(", ")})`);
     if (r.unknown_terms.length) parts.push(`unknown to the graph: ${r.unknown_terms.join(", ")}`);
+    const ignored = Object.entries(r.ignored_terms || {});
+    if (ignored.length) parts.push(`not counted: ${ignored.map(([t, why]) => `${named(t)} (${why})`).join(", ")}`);
     if (r.genes.length) parts.push(`only the diseases of ${r.genes.join(", ")}`);
     if (r.unknown_genes.length) parts.push(`genes of no disease in the graph: ${r.unknown_genes.join(", ")}`);
     $("results-summary").textContent = parts.join(" · ");
