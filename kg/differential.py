@@ -518,14 +518,9 @@ class PhenotypeIndex:
         """The indices of the terms that count: the most specific observed terms and the most general
         excluded ones (``collapse``); only phenotypic abnormalities; never an excluded term that an
         observed one implies."""
-        obs = [self.term_index[t] for t in self.current(observed) if t in self.term_index]
-        exc = [self.term_index[t] for t in self.current(excluded, broaden=False) if t in self.term_index]
-        obs = [q for q in obs if self._phenotypic(q)]
-        exc = [x for x in exc if self._phenotypic(x)]
-        implied: set[int] = set()
-        for q in obs:
-            implied.update(self.ancestors[q].tolist())
-        exc = [x for x in exc if x not in implied]
+        case = self.read_case(observed, excluded)
+        obs = [self.term_index[t] for t in case.observed]
+        exc = [self.term_index[t] for t in case.excluded]
         if collapse:
             above = {int(a) for q in obs for a in self.ancestors[q] if a != q}
             obs = [q for q in obs if q not in above]

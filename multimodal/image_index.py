@@ -154,13 +154,6 @@ def _record(row: sqlite3.Row) -> ImageRecord:
     )
 
 
-def _comparable(record: ImageMetadata, modality: str | None, body_part: str | None) -> bool:
-    """Whether an indexed image may stand as a prior for a study of ``modality`` and ``body_part``
-    (``multimodal.comparability``: synonyms and spellings aside; an unknown value on either side rules
-    nothing out, DICOM's body part is often not filled in)."""
-    return comparable(record.modality, record.body_part, modality, body_part)
-
-
 class ImageIndex:
     """Image vectors (FAISS), metadata and display thumbnails (SQLite) in ``directory``; safe to
     share between threads. ``thumbnails=False`` keeps no pixels at all."""
@@ -434,7 +427,11 @@ class ImageIndex:
             kept = [(sid, score) for sid, score in found if sid not in excluded]
             records = self.get([sid for sid, _ in kept])
             if comparable_to is not None:
-                kept = [(sid, s) for sid, s in kept if sid in records and _comparable(records[sid], *comparable_to)]
+                kept = [
+                    (sid, s)
+                    for sid, s in kept
+                    if sid in records and comparable(records[sid].modality, records[sid].body_part, *comparable_to)
+                ]
             if len(kept) >= k or len(found) < n:
                 break
             n *= 4

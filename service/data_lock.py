@@ -60,10 +60,6 @@ class DataDirLock:
     def __del__(self) -> None:  # a lock dropped unreleased (its owner never closed) is released with it
         self.release()
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def __enter__(self) -> DataDirLock:
         return self
 
