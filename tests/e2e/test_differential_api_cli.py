@@ -70,6 +70,14 @@ def test_differential_over_http(client: TestClient) -> None:
     product = top["likelihood_ratios"][0]["lr"] * top["likelihood_ratios"][1]["lr"]
     assert top["log10_lr"] == pytest.approx(math.log10(product), abs=1e-3) and top["log10_lr"] > 0
     assert top["log10_lr"] > body["diseases"][1]["log10_lr"] and "baseline" in top
+    # three views; the terms embedded as the entity index embeds them (it is empty here: embedded at build)
+    assert body["views"] == ["likelihood_ratio", "resnik", "embedding"]
+    assert [(m["observed"], m["disease_term"]) for m in top["semantic_matches"]] == [
+        ("HP:0001250", "HP:0001250"),
+        ("HP:0000252", "HP:0000252"),
+    ]
+    assert all(m["cosine"] == pytest.approx(1.0, abs=1e-3) for m in top["semantic_matches"])
+    assert top["embedding"] == pytest.approx(1.0, abs=1e-3) and top["embedding"] > body["diseases"][1]["embedding"]
     text = client.post("/v1/differential", json={"text": "child with epileptic seizures and microcephaly"}).json()
     assert set(text["from_text"]) == {"HP:0001250", "HP:0000252"}
     assert text["diseases"][0]["disease"] == "OMIM:100001" and text["excluded_from_text"] == []
@@ -270,3 +278,31 @@ def test_a_load_that_renames_a_gene_refreshes_the_phenotype_index(tmp_path: Path
         assert genes["OMIM:100002"] == ["MCPH1-NEW"]
     finally:
         c.close()
+
+
+def test_the_phenotype_index_takes_its_term_vectors_from_the_entity_index(tmp_path: Path) -> None:
+    """Built by the service, the index reads each HPO term's vector from the entity index (nothing is
+    embedded again once `medkg ingest` has embedded the entities), keeps them in its cache, and a
+    term renamed by a load (an entity updated in place) is read again, from its new text."""
+    import numpy as np
+
+    from service.ingest_cli import run as ingest
+
+    c = build(tmp_path)
+    try:
+        c.entity_index.update(c.graph, progress=False)
+        index = c.phenotype_index
+        assert index.vector_model == c.text_embedder.signature and "embedding" in index.views()
+        seizure = index.term_vectors[index.term_index["HP:0001250"]]
+        assert np.allclose(seizure, c.entity_index.index.vector("HP:0001250"))
+        renamed = Entity(id="HP:0001250", name="Seizure", category="Phenotype", description="A fit of the brain.")
+        ingest(c, [renamed], "hpo-test", embed=True, progress=False)
+        again = c.phenotype_index
+        changed = again.term_vectors[again.term_index["HP:0001250"]]
+        assert not np.allclose(changed, seizure) and np.allclose(changed, c.entity_index.index.vector("HP:0001250"))
+    finally:
+        c.close()
+    settings = load_settings(data_dir=tmp_path, ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2)
+    with Container(settings) as later:  # a later process reads the cache, vectors included
+        cached = later._cached_phenotype_index()
+        assert cached is not None and np.allclose(cached.term_vectors[cached.term_index["HP:0001250"]], changed)

@@ -577,3 +577,73 @@ def test_terms_that_say_nothing_about_the_disease_are_not_counted() -> None:
         (c.disease, c.score, c.log10_lr, c.likelihood_ratios) for c in with_inheritance
     ]
     assert index.read_case(["HP:0000006", "HP:0000118"]).observed == []
+
+
+# ---- the embedding view -------------------------------------------------------------------------
+def meaning_index() -> PhenotypeIndex:
+    """Two branches under Phenotypic abnormality that share nothing below it: the observed X (branch A)
+    is close in meaning to Y (branch B), which OMIM:1 has; OMIM:2 has Z, far from X in meaning."""
+    terms = ["HP:0000001", "HP:0000118", "HP:0000010", "HP:0000011", "HP:0000020", "HP:0000021", "HP:0000022"]
+    parents = {
+        "HP:0000118": ["HP:0000001"],
+        "HP:0000010": ["HP:0000118"],  # branch A
+        "HP:0000011": ["HP:0000010"],  # X
+        "HP:0000020": ["HP:0000118"],  # branch B
+        "HP:0000021": ["HP:0000020"],  # Y
+        "HP:0000022": ["HP:0000020"],  # Z
+    }
+    annotations = {"OMIM:1": [("HP:0000021", None, [])], "OMIM:2": [("HP:0000022", None, [])]}
+    return PhenotypeIndex(terms, parents, annotations, {})
+
+
+def meaning_vectors(index: PhenotypeIndex) -> np.ndarray:
+    vectors = np.zeros((len(index.terms), 3), dtype=np.float32)
+    vectors[index.term_index["HP:0000011"]] = [1.0, 0.2, 0.0]  # X
+    vectors[index.term_index["HP:0000021"]] = [0.9, 0.3, 0.1]  # Y: close to X
+    vectors[index.term_index["HP:0000022"]] = [0.0, 0.1, 1.0]  # Z: far
+    return vectors
+
+
+def test_the_embedding_view_matches_terms_across_branches() -> None:
+    """Without term vectors nothing separates the two diseases (no ancestor shared below the roots);
+    with them the disease whose annotation is close in meaning ranks first, and says which annotation."""
+    index = meaning_index()
+    before = index.scores(["HP:0000011"])[0]
+    assert before[index.disease_index["OMIM:1"]] == before[index.disease_index["OMIM:2"]]
+    assert index.views() == ["likelihood_ratio", "resnik"] and index.rank(["HP:0000011"])[0].embedding is None
+    index.attach_vectors(meaning_vectors(index), "test-model")
+    assert index.views() == ["likelihood_ratio", "resnik", "embedding"]
+    first, second = index.rank(["HP:0000011"], top_k=2)
+    assert (first.disease, second.disease) == ("OMIM:1", "OMIM:2")
+    assert first.matches == [] and first.semantic_matches[0][:2] == ("HP:0000011", "HP:0000021")
+    x, y = meaning_vectors(index)[[index.term_index["HP:0000011"], index.term_index["HP:0000021"]]]
+    cosine = float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
+    assert first.semantic_matches[0][2] == pytest.approx(cosine, abs=1e-3) and first.embedding == pytest.approx(
+        cosine, abs=1e-3
+    )
+    assert second.embedding is not None and second.embedding < first.embedding
+    # the weight 0 turns the view off: the scores are the two views' again
+    off = index.scores(["HP:0000011"], params=LRParams(embedding_weight=0))[0]
+    assert np.array_equal(off, before) and index.views(LRParams(embedding_weight=0)) == ["likelihood_ratio", "resnik"]
+
+
+def test_a_term_without_a_vector_matches_nothing_by_meaning() -> None:
+    index = meaning_index()
+    vectors = meaning_vectors(index)
+    vectors[index.term_index["HP:0000021"]] = 0.0  # Y was never embedded
+    index.attach_vectors(vectors, "test-model")
+    ranked = {c.disease: c for c in index.rank(["HP:0000011"], top_k=2)}
+    assert ranked["OMIM:1"].embedding == 0.0 and ranked["OMIM:2"].embedding > 0.0
+    with pytest.raises(ValueError, match="one row per term"):
+        index.attach_vectors(vectors[:3], "test-model")
+
+
+def test_term_vectors_survive_the_cache() -> None:
+    """Pickled and loaded again (the service's cache), the index keeps its vectors and ranks the same;
+    the per-annotation layout is rebuilt on first use."""
+    index = meaning_index()
+    index.attach_vectors(meaning_vectors(index), "test-model")
+    expected = index.scores(["HP:0000011"])[0]
+    again = pickle.loads(pickle.dumps(index))
+    assert "_annotation_cache" not in again.__dict__ and again.vector_model == "test-model"
+    assert np.array_equal(again.scores(["HP:0000011"])[0], expected)

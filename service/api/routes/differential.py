@@ -51,6 +51,12 @@ class Match(BaseModel):
     similarity: float
 
 
+class SemanticMatch(BaseModel):
+    observed: str
+    disease_term: str = Field(description="The disease's annotation closest to the observed term in meaning.")
+    cosine: float = Field(description="Cosine of the two terms' embeddings (name, definition, synonyms).")
+
+
 class TermLR(BaseModel):
     term: str
     status: str = Field(description="observed, or excluded (a term the disease has at least very frequently)")
@@ -60,10 +66,21 @@ class TermLR(BaseModel):
 class DiseaseOut(BaseModel):
     disease: str
     name: str | None
-    score: float = Field(description="z(log LR) + z(Resnik) among the diseases ranked.")
+    score: float = Field(
+        description="The sum of the views (the response's `views`: log LR, Resnik, embedding), each standardised "
+        "over the diseases ranked."
+    )
     baseline: float = Field(description="Resnik best-match average, both directions.")
     log10_lr: float = Field(description="log10 of the phenotype likelihood ratio of the case.")
     matches: list[Match]
+    embedding: float | None = Field(
+        default=None,
+        description="The embedding view: the mean over the observed terms of the cosine to the disease's closest "
+        "annotation in meaning (null when the index has no term vectors).",
+    )
+    semantic_matches: list[SemanticMatch] = Field(
+        default_factory=list, description="Each observed term with the disease's closest annotation in meaning."
+    )
     contradictions: list[str]
     genes: list[str]
     pmids: list[str]
@@ -95,6 +112,11 @@ class DifferentialResponse(BaseModel):
     genes: list[str] = Field(default_factory=list, description="The candidate genes the ranking was restricted to.")
     unknown_genes: list[str] = Field(
         default_factory=list, description="Candidate genes given that no disease in the graph is associated with."
+    )
+    views: list[str] = Field(
+        default_factory=list,
+        description="What each score adds up, each standardised over the diseases ranked: likelihood_ratio, "
+        "resnik, and embedding (the terms' meaning, when the index holds term vectors).",
     )
     diseases: list[DiseaseOut]
     term_names: dict[str, str] = Field(
@@ -135,6 +157,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         excluded=excluded,
         genes=genes,
         unknown_genes=unknown_genes,
+        views=index.views(),
         diseases=[
             DiseaseOut(
                 disease=r.disease,
@@ -143,6 +166,10 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
                 baseline=r.baseline,
                 log10_lr=r.log10_lr,
                 matches=[Match(observed=q, disease_term=t, similarity=s) for q, t, s in r.matches],
+                embedding=r.embedding,
+                semantic_matches=[
+                    SemanticMatch(observed=q, disease_term=t, cosine=s) for q, t, s in r.semantic_matches
+                ],
                 contradictions=r.contradictions,
                 genes=r.genes,
                 pmids=r.pmids,

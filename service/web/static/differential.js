@@ -145,7 +145,14 @@
     const named = (id) => (names[id] ? `${names[id]} (${id})` : id);
     const withNames = (text) => text.replace(/HP:\d{7}/g, named);
     r.diseases.forEach((d, i) => {
-      const matches = el("ul", {}, d.matches.map((m) => el("li", { text: `${named(m.observed)} → ${named(m.disease_term)} (${m.similarity.toFixed(2)})` })));
+      const byOntology = new Set(d.matches.map((m) => m.observed));
+      const byMeaning = (d.semantic_matches || []).filter((m) => !byOntology.has(m.observed));
+      const matches = el(
+        "ul",
+        {},
+        d.matches.map((m) => el("li", { text: `${named(m.observed)} → ${named(m.disease_term)} (${m.similarity.toFixed(2)})` })),
+        byMeaning.map((m) => el("li", { class: "semantic", text: `${named(m.observed)} ≈ ${named(m.disease_term)} (cosine ${m.cosine.toFixed(2)})` })),
+      );
       const links = d.pmids.slice(0, 5).map((p) => el("a", { href: `https://pubmed.ncbi.nlm.nih.gov/${p.replace(/^PMID:/, "")}/`, target: "_blank", rel: "noopener", text: p }));
       body.append(
         el(
@@ -162,6 +169,7 @@
       );
     });
     const parts = [`${r.observed.length} observed term(s)`];
+    if (r.views && r.views.length) parts.push(`score: ${r.views.join(" + ")}`);
     if (r.from_text.length) parts.push(`${r.from_text.length} from the text (${r.from_text.map(named).join(", ")})`);
     if (r.excluded_from_text.length) parts.push(`${r.excluded_from_text.length} negated in the text (${r.excluded_from_text.map(named).join(", ")})`);
     if (r.excluded.length) parts.push(`${r.excluded.length} excluded (${r.excluded.map(named).join(", ")})`);
