@@ -193,7 +193,7 @@ class CaseTerms:
 @dataclass
 class Candidate:
     disease: str
-    score: float  # z(log LR) + z(Resnik) among the diseases ranked
+    score: float  # the sum of the views (z(log LR) + z(Resnik) + z(embedding)) among the diseases ranked
     baseline: float  # Resnik best-match average, both directions
     # (observed, disease term, Resnik similarity): each observed term that shares an ancestor below the
     # roots with an annotation of the disease, and the annotation behind its LR (else the closest)
@@ -877,7 +877,10 @@ class PhenotypeIndex:
             cosines = self.term_vectors[parts["obs"]] @ self.term_vectors[ann].T
             for row, q in enumerate(int(x) for x in parts["obs"]):
                 j = int(np.argmax(cosines[row]))
-                cand.semantic_matches.append((self.terms[q], self.terms[int(ann[j])], round(float(cosines[row, j]), 3)))
+                if cosines[row, j] > 0:  # a term without a vector (or the disease's) is close to nothing
+                    cand.semantic_matches.append(
+                        (self.terms[q], self.terms[int(ann[j])], round(float(cosines[row, j]), 3))
+                    )
 
 
 def _extracted(evidence: dict) -> bool:

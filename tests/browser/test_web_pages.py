@@ -234,7 +234,9 @@ def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, b
     rows = browser.find_elements(_by("css"), "#results tbody tr")
     assert rows[0].get_attribute("data-disease") == "OMIM:100001"  # seizures + microcephaly
     assert "Seizure (HP:0001250)" in rows[0].text and "PMID:11" in rows[0].text  # terms by name
-    assert "1 excluded (Hypotonia (HP:0001252))" in browser.find_element(_by("id"), "results-summary").text
+    summary = browser.find_element(_by("id"), "results-summary").text
+    assert "1 excluded (Hypotonia (HP:0001252))" in summary
+    assert "score: likelihood_ratio + resnik + embedding" in summary
     _shot(browser, "differential")
     browser.find_element(_by("id"), "genes").send_keys("TBCK, NOSUCHGENE")  # a candidate gene narrows the list
     browser.find_element(_by("id"), "rank-button").click()

@@ -634,6 +634,7 @@ def test_a_term_without_a_vector_matches_nothing_by_meaning() -> None:
     index.attach_vectors(vectors, "test-model")
     ranked = {c.disease: c for c in index.rank(["HP:0000011"], top_k=2)}
     assert ranked["OMIM:1"].embedding == 0.0 and ranked["OMIM:2"].embedding > 0.0
+    assert ranked["OMIM:1"].semantic_matches == [] and ranked["OMIM:2"].semantic_matches[0][1] == "HP:0000022"
     with pytest.raises(ValueError, match="one row per term"):
         index.attach_vectors(vectors[:3], "test-model")
 
