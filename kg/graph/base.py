@@ -21,7 +21,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
@@ -461,13 +461,22 @@ class BaseGraphStore(ABC):
         self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
     ) -> int:
         """End the current edge(s) ``subject -type-> object`` (of one source, or of all): set
-        ``valid_to``; the edges stay stored and visible to history queries."""
+        ``valid_to``; the edges stay stored and visible to history queries. ``at`` before an edge's
+        ``valid_from`` is refused (``InvalidInput``; nothing is ended): a fact cannot end before it
+        began."""
         rows = self._relation_rows(normalize_curie(subject), normalize_curie(object), type, False, 1_000_000)
         targets = [row_to_relation(r) for r in rows]
         if source is not None:
             targets = [r for r in targets if r.source == source]
         if not targets:
             return 0
+        if at is not None and at.tzinfo is None:  # a naive time is UTC, as format_time stores it
+            at = at.replace(tzinfo=UTC)
+        if at is not None and (early := [r for r in targets if r.valid_from is not None and at < r.valid_from]):
+            since = ", ".join(f"{r.source} from {r.valid_from.isoformat()}" for r in early)
+            raise InvalidInput(
+                f"cannot end {subject} -{type}-> {object} at {at.isoformat()}, before it became valid ({since})"
+            )
         with self.batch():
             return self._invalidate_keys([relation_to_row(r, "") for r in targets], format_time(at or utc_now()))
 

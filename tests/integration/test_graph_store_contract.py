@@ -225,10 +225,21 @@ def test_a_fact_stated_again_with_an_earlier_date_starts_when_its_last_version_e
 
 def test_invalidated_edges_are_hidden_from_current_queries_but_kept(store: BaseGraphStore) -> None:
     load(store)
-    when = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+    [fact] = store.relations(subject="OMIM:154700", object="HP:0001083")
+    assert fact.valid_from is not None
+    when = fact.valid_from + timedelta(hours=1)
     assert store.invalidate("MIM:154700", "HAS_PHENOTYPE", "HP:0001083", at=when) == 1
     assert store.invalidate("MIM:154700", "HAS_PHENOTYPE", "HP:0001083") == 0  # nothing current left
     assert store.invalidate("MIM:154700", "HAS_PHENOTYPE", "HP:0001166", source="someone-else") == 0
+    # a fact cannot end before it began: refused, nothing ended
+    [current] = store.relations(subject="OMIM:154700", object="HP:0001166")
+    assert current.valid_from is not None and current.valid_to is None
+    with pytest.raises(InvalidInput, match="before it became valid"):
+        store.invalidate("OMIM:154700", "HAS_PHENOTYPE", "HP:0001166", at=current.valid_from - timedelta(days=1))
+    naive = (current.valid_from - timedelta(days=1)).astimezone(UTC).replace(tzinfo=None)  # read as UTC
+    with pytest.raises(InvalidInput, match="before it became valid"):
+        store.invalidate("OMIM:154700", "HAS_PHENOTYPE", "HP:0001166", at=naive)
+    assert store.relations(subject="OMIM:154700", object="HP:0001166")[0].valid_to is None
     nbrs = store.neighbours("OMIM:154700", rel_types=["HAS_PHENOTYPE"])
     assert [n.entity.id for n in nbrs] == ["HP:0001166"]
     with_history = store.neighbours("OMIM:154700", rel_types=["HAS_PHENOTYPE"], include_invalid=True)
