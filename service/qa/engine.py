@@ -24,7 +24,7 @@ from kg.retrieval.retriever import Retrieval, Retriever
 from service.qa.answer import Answer
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
-from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query
+from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
 
 if TYPE_CHECKING:
     from multimodal.dicom import DicomImage
@@ -228,8 +228,9 @@ class QAEngine:
                 entities=list(dict.fromkeys(e.id for e in retrieval.linked)),
                 at=time.time(),
             )
+            labels = memory_labels((e.id, e.name, e.negated) for e in retrieval.linked)
             try:
-                self.sessions.record_turn(session_id, turn, {e.id: e.name for e in retrieval.linked})
+                self.sessions.record_turn(session_id, turn, labels)
             except KeyError as exc:  # expired while answering
                 raise UnknownSession(session_id) from exc
             timings["session"] = timings.get("session", 0.0) + time.perf_counter() - t

@@ -30,7 +30,7 @@ import secrets
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,6 +213,17 @@ def is_follow_up(question: str, linked: set[str]) -> bool:
 
 def _mentions(question: str, label: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(label)}(?!\w)", question, re.IGNORECASE) is not None
+
+
+def memory_labels(linked: Iterable[tuple[str, str, bool]]) -> dict[str, str]:
+    """The label each linked entity ``(id, name, negated)`` is remembered by: its name, or "no <name>"
+    when the question only negates it ("... but no hypotonia"), so that a follow-up expanded with it
+    keeps it ruled out (the negation rule reads "(Microcephaly; no Hypotonia)") instead of stating it."""
+    stated: dict[str, str] = {}
+    negated: dict[str, str] = {}
+    for key, name, is_negated in linked:
+        (negated if is_negated else stated).setdefault(key, name)
+    return {**{k: f"no {n}" for k, n in negated.items() if k not in stated}, **stated}
 
 
 def expand_query(

@@ -303,6 +303,26 @@ def test_a_follow_up_after_a_change_of_topic_is_expanded_with_the_new_one(client
     assert memory["OMIM:154700"] <= 2  # used once for the follow-up, mentioned once with its entities
 
 
+def test_a_follow_up_keeps_a_phenotype_the_session_ruled_out_excluded(client: TestClient) -> None:
+    """A phenotype an earlier question negated is remembered as absent: a follow-up expanded with it
+    keeps it excluded from the differential, never turns it into an observed feature."""
+    sid = client.post("/v1/sessions").json()["id"]
+    question = "A child with seizures and microcephaly but no hypotonia: which diagnoses are likely?"
+    first = _qa(client, question, session_id=sid)
+    assert "(Hypotonia excluded)" in first["answer"]
+    follow = _qa(client, "And with those seizures, which diagnoses are likely?", session_id=sid)
+    flags = {e["id"]: e["negated"] for e in follow["linked_entities"] if e["id"].startswith("HP:")}
+    assert flags["HP:0001252"] is True and flags["HP:0000252"] is False  # "(Microcephaly; no Hypotonia)"
+    assert all(m["observed"] != "HP:0001252" for d in follow["differential"] for m in d["matches"])
+    assert "(Hypotonia excluded)" in follow["answer"]
+    memory = {m["key"]: m["label"] for m in client.get(f"/v1/sessions/{sid}").json()["memory"]}
+    assert memory["HP:0001252"] == "no Hypotonia" and memory["HP:0000252"] == "Microcephaly"
+    # stated later, it is remembered as present again
+    _qa(client, "A child with hypotonia and seizures: which diagnoses are likely?", session_id=sid)
+    memory = {m["key"]: m["label"] for m in client.get(f"/v1/sessions/{sid}").json()["memory"]}
+    assert memory["HP:0001252"] == "Hypotonia"
+
+
 def test_offline_answers_stream_as_server_sent_events(client: TestClient) -> None:
     with client.stream("POST", "/v1/qa", json={"question": "What drugs treat epilepsy?", "stream": True}) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")

@@ -17,6 +17,7 @@ from service.qa.sessions import (
     Turn,
     conversation_context,
     expand_query,
+    memory_labels,
 )
 
 T0 = 1_700_000_000.0
@@ -371,3 +372,13 @@ def test_cue_words_match_on_word_boundaries() -> None:
     # "itself"/"Italy"/"android" contain cue letters but no cue word; the question links its own entity
     question = "Is Marfan syndrome common in Italy among android users?"
     assert expand_query(question, [FINGERS_ITEM], {MARFAN}) == (question, [])
+
+
+def test_a_phenotype_only_negated_is_remembered_as_absent() -> None:
+    labels = memory_labels(
+        [("HP:0001250", "Seizure", False), ("HP:0001252", "Hypotonia", True), ("HP:0000252", "Microcephaly", True)]
+        + [("HP:0000252", "Microcephaly", False)]  # stated as well: stated wins
+    )
+    assert labels == {"HP:0001250": "Seizure", "HP:0001252": "no Hypotonia", "HP:0000252": "Microcephaly"}
+    memory = [MemoryItem("HP:0001252", labels["HP:0001252"], 1.0, T0, 0)]
+    assert expand_query("and what about it?", memory, set())[0] == "and what about it? (no Hypotonia)"
