@@ -10,6 +10,7 @@ only what is new or changed and removes what left the graph.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from kg.model import NOT_VOCABULARY, Entity
 from kg.vector_index import VectorIndex, VectorIndexError
 
 __all__ = ["EntityIndex", "IndexUpdate", "describe", "embedding_text"]
+
+logger = logging.getLogger(__name__)
 
 
 def _words(category: str) -> str:
@@ -133,16 +136,23 @@ class EntityIndex:
     ) -> tuple[np.ndarray, int]:
         """The normalised vector of each entity, as the index holds it when it was embedded from the
         entity's current text with this model (its fingerprint says so), else embedded now and not
-        stored (the index is only written by ``update``); a zero row for ``None``. Returns the matrix
-        and how many were embedded now."""
+        stored (the index is only written by ``update``); a zero row for ``None``. An index that cannot
+        be opened (damaged, another model's) is passed over with a warning: every entity is embedded.
+        Returns the matrix and how many were embedded now."""
         out = np.zeros((len(entities), self.embedder.dimension), dtype=np.float32)
-        index = self.index
+        index: VectorIndex | None
+        try:
+            index = self.index
+        except VectorIndexError as exc:
+            logger.warning("%s; embedding the %d entities asked for instead", exc, len(entities))
+            index = None
         todo: list[tuple[int, str]] = []
         for row, entity in enumerate(entities):
             if entity is None:
                 continue
             text = embedding_text(entity)
-            if index.fingerprint(entity.id) == self._fingerprint(text) and (v := index.vector(entity.id)) is not None:
+            current = index is not None and index.fingerprint(entity.id) == self._fingerprint(text)
+            if current and (v := index.vector(entity.id)) is not None:
                 out[row] = v
             else:
                 todo.append((row, text))

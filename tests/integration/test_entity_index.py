@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,9 @@ def test_index_finds_by_meaning_and_updates_incrementally(tmp_path: Path, embedd
         store.close()
 
 
-def test_vectors_come_from_the_index_when_current_else_are_embedded(tmp_path: Path, embedder: TextEmbedder) -> None:
+def test_vectors_come_from_the_index_when_current_else_are_embedded(
+    tmp_path: Path, embedder: TextEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
     """What the differential's embedding view reads: the stored vector of an entity whose text and
     model are those it was embedded from; an entity the index lacks, or whose text changed since, is
     embedded now (and not stored: the index is written by ``update`` alone); None is a zero row."""
@@ -105,5 +108,11 @@ def test_vectors_come_from_the_index_when_current_else_are_embedded(tmp_path: Pa
         assert new.id not in index.index and index.index.fingerprint(changed.id) == index._fingerprint(
             embedding_text(entities[1])
         )
+        # an index that cannot be opened is passed over: everything is embedded, with a warning
+        (tmp_path / "indexes" / "entities.faiss").write_bytes(b"not a faiss index")
+        with caplog.at_level(logging.WARNING, logger="kg.entity_index"):
+            vectors, embedded = EntityIndex(tmp_path / "indexes", embedder).vectors(entities[:3])
+        assert embedded == 3 and np.allclose(vectors, stored[:3], atol=1e-2)
+        assert "medkg reindex --only entities" in caplog.text
     finally:
         store.close()
