@@ -203,7 +203,8 @@ def differential(
             for q, t, s in row.get("semantic_matches", []):  # close in meaning, no ancestor shared below the roots
                 if q not in matched:
                     observed_name, annotated = d["term_names"].get(q, q), d["term_names"].get(t, t)
-                    out.print(f"   {observed_name} ({q}) ≈ {annotated} ({t})  [cosine {s}]", highlight=False)
+                    line = f"   {observed_name} ({q}) ≈ {annotated} ({t})  (cosine {s})"
+                    out.print(line, highlight=False, markup=False)
             for reason in row["contradictions"][:3]:
                 out.print(f"   [yellow]{reason}[/]", highlight=False)
             if row["pmids"]:

@@ -306,3 +306,53 @@ def test_the_phenotype_index_takes_its_term_vectors_from_the_entity_index(tmp_pa
     with Container(settings) as later:  # a later process reads the cache, vectors included
         cached = later._cached_phenotype_index()
         assert cached is not None and np.allclose(cached.term_vectors[cached.term_index["HP:0001250"]], changed)
+
+
+def test_a_match_by_meaning_alone_is_shown(tmp_path: Path) -> None:
+    """Frequent falls and Falls share no ancestor below Phenotypic abnormality (as in HPO): only the
+    embedding view sees that they match. The disease annotated with Falls ranks first, and the CLI and
+    the API name the match with its cosine."""
+    c = Container(load_settings(data_dir=tmp_path / "data", ladybug_buffer_pool_mb=128, ladybug_max_db_size_gb=2))
+    try:
+        c.graph.upsert_entities(
+            [
+                Entity(id="HP:0000001", name="All", category="Phenotype"),
+                Entity(id="HP:0000118", name="Phenotypic abnormality", category="Phenotype"),
+                Entity(id="HP:0000707", name="Abnormality of the nervous system", category="Phenotype"),
+                Entity(id="HP:0002527", name="Falls", category="Phenotype"),
+                Entity(id="HP:0000152", name="Abnormality of head or neck", category="Phenotype"),
+                Entity(id="HP:0040064", name="Abnormality of limbs", category="Phenotype"),
+                Entity(id="HP:0002359", name="Frequent falls", category="Phenotype"),
+                Entity(id="HP:0000252", name="Microcephaly", category="Phenotype"),
+                Entity(id="OMIM:200001", name="Falling disease", category="Disease"),
+                Entity(id="OMIM:200002", name="Small head disease", category="Disease"),
+            ]
+        )
+        parents = {
+            "HP:0000118": "HP:0000001",
+            "HP:0000707": "HP:0000118",
+            "HP:0002527": "HP:0000707",
+            "HP:0000152": "HP:0000118",
+            "HP:0040064": "HP:0000118",
+            "HP:0002359": "HP:0040064",
+            "HP:0000252": "HP:0000152",
+        }
+        c.graph.upsert_relations(
+            [Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in parents.items()]
+            + [
+                Relation(subject="OMIM:200001", type="HAS_PHENOTYPE", object="HP:0002527"),
+                Relation(subject="OMIM:200002", type="HAS_PHENOTYPE", object="HP:0000252"),
+            ]
+        )
+    finally:
+        c.close()
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    table = run(["differential", "HP:0002359", "--top", "2"], env, tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.index("Falling disease") < table.stdout.index("Small head disease")
+    assert "Frequent falls (HP:0002359) ≈ Falls (HP:0002527)  (cosine 0." in table.stdout
+    data = json.loads(run(["differential", "HP:0002359", "--json"], env, tmp_path).stdout)
+    top = data["diseases"][0]
+    assert top["disease"] == "OMIM:200001" and top["matches"] == []
+    assert [m[:2] for m in top["semantic_matches"]] == [["HP:0002359", "HP:0002527"]]
+    assert top["semantic_matches"][0][2] > 0.6 and data["views"][-1] == "embedding"
