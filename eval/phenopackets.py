@@ -526,14 +526,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"({time.perf_counter() - t0:.1f} s from the graph)"
             )
             if not args.no_embedding:  # the HPO terms embedded as the entity index embeds them
-                from kg.embedders import TextEmbedder
+                from eval.embedding import configured_embedder
                 from kg.entity_index import EntityIndex
-                from kg.settings import Settings
 
-                settings = Settings()
-                embedder = TextEmbedder(
-                    settings.embedding_model, device=settings.embedding_device, dtype=settings.embedding_dtype
-                )
+                embedder = configured_embedder()
                 t0 = time.perf_counter()
                 index.embed_terms(store, EntityIndex(Path(tmp) / "indexes", embedder), progress=True)
                 print(f"term vectors: {embedder.signature} ({time.perf_counter() - t0:.1f} s)")
