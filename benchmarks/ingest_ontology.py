@@ -21,7 +21,7 @@ from pathlib import Path
 
 from benchmarks.common import neo4j_from_env
 from ingest.hpo import hpo_items
-from ingest.report import Problem
+from ingest.summary import Problem
 from ingest.writer import ingest
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation

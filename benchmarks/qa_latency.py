@@ -54,7 +54,7 @@ from benchmarks.common import write_hpo_subset, write_results
 from benchmarks.ingest_pubmed import DEFAULT_SOURCE, parse_pass, peak_rss_mb, source_files, write_copies
 from ingest.pubmed.model import Article
 from ingest.pubmed.readers import Record, iter_records
-from ingest.report import Problem
+from ingest.summary import Problem
 
 if TYPE_CHECKING:
     from kg.graph.base import BaseGraphStore

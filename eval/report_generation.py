@@ -17,7 +17,7 @@ Beside two baselines computed in the same run on the same reports and the same r
 nearest neighbour's impression copied as it is (the nearest one a draft may take: not empty, no
 "XXXX" placeholder, as for medkg), and a constant answer, the most common normal impression
 (:data:`CONSTANT_IMPRESSION`) for every report. medkg's impression is the weighted medoid of the
-k nearest priors' impressions (:mod:`service.reports.consensus`), each prior weighted by how much its
+k nearest priors' impressions (:mod:`service.radiology.consensus`), each prior weighted by how much its
 findings resemble the study's (ROUGE-L; by its retrieval similarity when the study has no findings).
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from kg.negation import negated_in
 from kg.text_metrics import keyword_counts, micro_prf, rouge_l
-from service.reports.generator import usable_impression
+from service.radiology.generator import usable_impression
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IGNORED_HEADINGS = {"normal", "no indexing"}
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.file.exists():
         print(f"{args.file} is absent (../shared/data/iu_xray_reports)", file=sys.stderr)
         return 2
-    from ingest.reports import RadiologyReport, ReportLoader, read_iu_reports
+    from ingest.radiology_reports import RadiologyReport, ReportLoader, read_iu_reports
     from kg.settings import load_settings
     from service.container import Container
 

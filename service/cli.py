@@ -402,7 +402,7 @@ def report(
     and reports and knowledge-graph facts about the indication, every sentence cited."""
     from multimodal.dicom import DicomError, read_dicom
     from service.qa.llm import LLMError
-    from service.reports.generator import UnknownImage
+    from service.radiology.generator import UnknownImage
 
     if file is None and not image_id:
         raise fail("give a DICOM file or --image-id")

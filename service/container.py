@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
-    from ingest.reports import ReportStore
+    from ingest.radiology_reports import ReportStore
     from kg.retrieval.retriever import Retriever
     from multimodal.deid import Pseudonymizer
     from multimodal.encoders import ImageEncoder
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from service.qa.engine import QAEngine
     from service.qa.llm import LLMAnswerer
     from service.qa.sessions import SessionStore
-    from service.reports.generator import ReportGenerator
+    from service.radiology.generator import ReportGenerator
 
 __all__ = ["Container", "build_graph_store"]
 
@@ -279,7 +279,7 @@ class Container:
         composer = ExtractiveComposer(
             fact_floor=self.settings.qa_fact_floor, passage_floor=self.settings.qa_passage_floor
         )
-        from service.reports.images import similar_study_evidence
+        from service.radiology.images import similar_study_evidence
 
         def images(image, image_id):  # noqa: ANN001, ANN202 - DicomImage | None, str | None
             return similar_study_evidence(self.image_index, self.reports, image, image_id)
@@ -319,13 +319,13 @@ class Container:
     @cached_property
     def reports(self) -> ReportStore:
         """Radiology reports by document id (indication, findings, impression), next to the text index."""
-        from ingest.reports import report_store_for
+        from ingest.radiology_reports import report_store_for
 
         return report_store_for(self.text_index)
 
     @cached_property
     def report_generator(self) -> ReportGenerator:
-        from service.reports.generator import ReportGenerator
+        from service.radiology.generator import ReportGenerator
 
         return ReportGenerator(
             self.text_index,

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ingest.report import IngestReport
+from ingest.summary import IngestSummary
 from ingest.writer import Item, OlderRelease, ingest
 from service.container import Container
 
@@ -23,7 +23,7 @@ EmbedOpt = Annotated[bool, typer.Option("--embed/--no-embed", help="Update the e
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
 
 
-def render(report: IngestReport) -> None:
+def render(report: IngestSummary) -> None:
     table = Table(title=f"{report.source}: done in {report.seconds:.1f} s", title_justify="left")
     for column in ("", "added", "updated", "unchanged", "invalidated", "skipped"):
         table.add_column(column, justify="right" if column else "left")
@@ -43,12 +43,12 @@ def render(report: IngestReport) -> None:
             out.print(f"  ... and {report.problem_count - 20:,} more")
 
 
-def render_timings(report: IngestReport) -> None:
+def render_timings(report: IngestSummary) -> None:
     if report.timings:
         out.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
 
 
-def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> IngestReport:
+def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> IngestSummary:
     from service.cli import fail
 
     try:
@@ -206,7 +206,7 @@ def run_pubmed(
 def run_relink(c: Container, force: bool = False, progress: bool = True) -> None:
     """Link the loaded abstracts and reports again with the current document linker (``medkg relink``)."""
     from ingest.pubmed.load import PubmedLoader
-    from ingest.reports import ReportLoader
+    from ingest.radiology_reports import ReportLoader
 
     linker = c.document_linker
     words = c.settings.passage_max_words  # as loaded: a relink must cut passages as the load did
@@ -348,7 +348,7 @@ def ingest_dicom(
 
 
 def run_reports(c: Container, file: Path, projections: Path | None, progress: bool, replace: bool = False) -> None:
-    from ingest.reports import ReportLoader, read_iu_reports
+    from ingest.radiology_reports import ReportLoader, read_iu_reports
 
     loader = ReportLoader(
         c.graph, c.text_index, c.nlp, c.document_linker, progress=progress, reports=c.reports,
@@ -384,7 +384,7 @@ def ingest_reports(
     """Radiology reports as Documents and Passages (indication, findings, impression), linked mentions
     and findings, into the graph and the text indexes. Load reports before their images: an image
     is paired by its file name, which is not kept after loading."""
-    from ingest.reports import ReportFormatError
+    from ingest.radiology_reports import ReportFormatError
     from service.cli import container
 
     with container() as c:

@@ -24,7 +24,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from ingest.pubmed.model import Article, Author, MeshHeading, Section
-from ingest.report import Problem
+from ingest.summary import Problem
 
 __all__ = ["parse_documents", "looks_like_jsonl", "is_record"]
 

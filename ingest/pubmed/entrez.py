@@ -38,7 +38,7 @@ from Bio import Entrez
 from tqdm import tqdm
 
 from ingest.pubmed.model import Article, Deletion
-from ingest.report import Problem
+from ingest.summary import Problem
 
 __all__ = ["Delivery", "EntrezClient", "EntrezError", "RateLimiter", "DEFAULT_BASE_URL", "EFETCH_ORIGIN"]
 

@@ -46,7 +46,7 @@ from spacy.tokens import Doc
 from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Deletion
 from ingest.pubmed.passages import MAX_WORDS, ArticleText, Passage, Sentence, article_text, split_passages
-from ingest.report import IngestReport, Problem
+from ingest.summary import IngestSummary, Problem
 from kg.graph.base import BaseGraphStore, row_to_relation
 from kg.linker import EntityLinker, Mention
 from kg.model import (
@@ -143,10 +143,10 @@ class PubmedLoader:
         source: str = SOURCE,
         *,
         on_commit: Callable[[], None] | None = None,
-    ) -> IngestReport:
+    ) -> IngestSummary:
         """Load ``records``; ``on_commit()`` is called after each checkpoint, when every record taken
         from ``records`` so far is durable (an Entrez fetch records its PMIDs as delivered only then)."""
-        report = IngestReport(source=source)
+        report = IngestSummary(source=source)
         started = time.perf_counter()
         waiting: dict[str, DocumentRecord] = {}  # citation records written at the next checkpoint
 
@@ -178,7 +178,7 @@ class PubmedLoader:
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
-    def _commit(self, pending: dict[str, DocumentRecord], report: IngestReport) -> None:
+    def _commit(self, pending: dict[str, DocumentRecord], report: IngestSummary) -> None:
         t0 = time.perf_counter()
         self.store.checkpoint()  # graph writes durable (Ladybug's bulk mode), then the indexes,
         self.text_index.commit()
@@ -188,7 +188,7 @@ class PubmedLoader:
 
     # ---- one batch ---------------------------------------------------------------------------
     def _load_batch(
-        self, articles: Sequence[Article], report: IngestReport, waiting: dict[str, DocumentRecord]
+        self, articles: Sequence[Article], report: IngestSummary, waiting: dict[str, DocumentRecord]
     ) -> None:
         """Load a batch; its citation records join ``waiting`` (written at the next checkpoint), and
         those already waiting stand for the stored ones."""
@@ -270,7 +270,7 @@ class PubmedLoader:
             linked_with=self.linker.signature if self.linker is not None else None,
         )
 
-    def _write_graph(self, prepared: Sequence[_Prepared], previous: dict[str, _Links], report: IngestReport) -> None:
+    def _write_graph(self, prepared: Sequence[_Prepared], previous: dict[str, _Links], report: IngestSummary) -> None:
         t0 = time.perf_counter()
         entities: list[Entity] = []
         relations: list[Relation] = []
@@ -307,7 +307,7 @@ class PubmedLoader:
         report.timed("write graph", time.perf_counter() - t0)
 
     # ---- retirement: changed, deleted and retracted documents ---------------------------------
-    def _retire_changed(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
+    def _retire_changed(self, prepared: Sequence[_Prepared], report: IngestSummary) -> None:
         """Retire the stored passages that the documents' new texts no longer have (also those of a
         version loaded earlier in this run, its citation record not written yet)."""
         stale: list[str] = []
@@ -318,7 +318,7 @@ class PubmedLoader:
             self._retire_passages(stale, report)
             report.count("passages retired", len(stale))
 
-    def _retire_passages(self, passage_ids: Sequence[str], report: IngestReport) -> None:
+    def _retire_passages(self, passage_ids: Sequence[str], report: IngestSummary) -> None:
         """Obsolete passages: flagged in the graph, their ``HAS_PASSAGE`` edges ended, gone from the
         indexes. What they mention is the caller's (``_replace_links``)."""
         ended = [
@@ -331,7 +331,7 @@ class PubmedLoader:
         report.relations.invalidated += self.store.invalidate_relations(ended)
         self.text_index.remove(passage_ids)
 
-    def _delete(self, pmids: Sequence[str], report: IngestReport, waiting: dict[str, DocumentRecord]) -> None:
+    def _delete(self, pmids: Sequence[str], report: IngestSummary, waiting: dict[str, DocumentRecord]) -> None:
         """Withdraw documents (a ``DeleteCitation``); a citation record still waiting for the
         checkpoint is written deleted, so the deletion is not undone when it is."""
         doc_ids = [f"PMID:{int(p)}" for p in pmids if str(p).strip().isdigit()]
@@ -351,7 +351,9 @@ class PubmedLoader:
             if doc_id in waiting:
                 waiting[doc_id] = replace(waiting[doc_id], deleted=True)
 
-    def _flag_retracted(self, doc_ids: Sequence[str], report: IngestReport, waiting: dict[str, DocumentRecord]) -> None:
+    def _flag_retracted(
+        self, doc_ids: Sequence[str], report: IngestSummary, waiting: dict[str, DocumentRecord]
+    ) -> None:
         """Flag retracted documents: their graph description, passages and citation record (also one
         still waiting for the checkpoint)."""
         present = self.store.get_entities(doc_ids)
@@ -374,7 +376,7 @@ class PubmedLoader:
         report.count("documents flagged retracted", changed)
 
     # ---- re-linking -------------------------------------------------------------------------
-    def relink(self, doc_ids: Iterable[str], *, force: bool = False) -> IngestReport:
+    def relink(self, doc_ids: Iterable[str], *, force: bool = False) -> IngestSummary:
         """Link loaded documents again with the current linker (after an ontology load, or a change of
         the linking rules), from their stored passages: MENTIONS edges no longer found end, new ones
         are added, and each document's sentences in CO_MENTIONED evidence follow. A document already
@@ -383,7 +385,7 @@ class PubmedLoader:
         resumes where it stopped and a second run changes nothing."""
         if self.linker is None:
             raise ValueError("relinking needs a linker")
-        report = IngestReport(source=f"relink {SOURCE}")
+        report = IngestSummary(source=f"relink {SOURCE}")
         started = time.perf_counter()
         pending: dict[str, DocumentRecord] = {}
         with batched_load(
@@ -402,7 +404,7 @@ class PubmedLoader:
         report.seconds = round(time.perf_counter() - started, 3)
         return report
 
-    def _relink_batch(self, doc_ids: Sequence[str], report: IngestReport, force: bool) -> list[DocumentRecord]:
+    def _relink_batch(self, doc_ids: Sequence[str], report: IngestSummary, force: bool) -> list[DocumentRecord]:
         assert self.linker is not None
         signature = self.linker.signature
         known = self.text_index.get_documents(doc_ids)
@@ -468,7 +470,7 @@ class PubmedLoader:
             out[doc_id] = _Links(edges, _co_mention_pairs(text, _stored_mentions(text, edges.values())))
         return out
 
-    def _replace_links(self, documents: dict[str, tuple[_Links, _Links]], report: IngestReport) -> None:
+    def _replace_links(self, documents: dict[str, tuple[_Links, _Links]], report: IngestSummary) -> None:
         """Make what each document links what it links now (``(before, now)`` per document): the
         ``MENTIONS`` edges no longer found end, new and changed ones are written, and its sentences in
         ``CO_MENTIONED`` evidence follow (``_replace_co_mention_evidence``). One rule for a first load
@@ -486,7 +488,7 @@ class PubmedLoader:
             report.relations += self.store.upsert_relations(writes)
         self._replace_co_mention_evidence({d: (had.pairs, has.pairs) for d, (had, has) in documents.items()}, report)
 
-    def _replace_co_mention_evidence(self, documents: dict[str, tuple[Pairs, Pairs]], report: IngestReport) -> None:
+    def _replace_co_mention_evidence(self, documents: dict[str, tuple[Pairs, Pairs]], report: IngestSummary) -> None:
         """Make each document's sentences in CO_MENTIONED evidence those of its pairs now: for every
         pair of the document, the sentences it had are taken out and those it has put in, and the count
         follows exactly, sentences past ``MAX_EVIDENCE`` (counted, not listed) included (an edge left
@@ -524,7 +526,7 @@ class PubmedLoader:
             report.relations += self.store.upsert_relations(updates)
 
     # ---- LLM triples -------------------------------------------------------------------------
-    def _extract(self, prepared: Sequence[_Prepared], report: IngestReport) -> None:
+    def _extract(self, prepared: Sequence[_Prepared], report: IngestSummary) -> None:
         assert self.extract is not None
         t0 = time.perf_counter()
         for item in prepared:

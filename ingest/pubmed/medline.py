@@ -19,7 +19,7 @@ from Bio import Medline
 from pydantic import ValidationError
 
 from ingest.pubmed.model import Article, Author, MeshHeading, Section, first_title
-from ingest.report import Problem
+from ingest.summary import Problem
 
 __all__ = ["parse_medline", "split_structured_abstract"]
 

@@ -18,8 +18,8 @@ from ingest.pubmed.documents import looks_like_jsonl, parse_documents
 from ingest.pubmed.medline import parse_medline
 from ingest.pubmed.model import Article, Deletion
 from ingest.pubmed.xml import RECORD_TAGS, SET_TAGS, parse_pubmed_xml
-from ingest.report import Problem
 from ingest.sources import open_binary, open_text
+from ingest.summary import Problem
 
 __all__ = ["Format", "Record", "SUFFIXES", "expand_paths", "detect_format", "read_records", "iter_records"]
 

@@ -22,7 +22,7 @@ from lxml import etree
 from pydantic import ValidationError
 
 from ingest.pubmed.model import Article, Author, Deletion, MeshHeading, Section, first_title
-from ingest.report import Problem
+from ingest.summary import Problem
 
 __all__ = ["parse_pubmed_xml", "RECORD_TAGS", "SET_TAGS"]
 

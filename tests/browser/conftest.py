@@ -17,14 +17,14 @@ from pathlib import Path
 import pydicom
 import pytest
 
-from ingest.reports import RadiologyReport, ReportLoader
+from ingest.radiology_reports import RadiologyReport, ReportLoader
 from kg.settings import load_settings
 from multimodal.load import load_images
 from service.container import Container
 from tests.conftest import IN_CI
-from tests.e2e.test_multimodal_api import STUDIES, _file, _reports
-from tests.e2e.test_qa_api import _build
-from tests.live_server import MEDKG, medkg_serve
+from tests.support.live_server import MEDKG, medkg_serve
+from tests.support.qa_store import build_qa_store
+from tests.support.studies import STUDIES, study_file, study_reports
 
 API_KEY = "browser-test-key-0123456789"
 REPO = Path(__file__).resolve().parents[2]
@@ -57,27 +57,27 @@ def _first(paths: list[str]) -> str | None:
 def studies_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     studies = tmp_path_factory.mktemp("studies")
     for name in STUDIES:
-        shutil.copy(_file(name), studies / name)
+        shutil.copy(study_file(name), studies / name)
     return studies
 
 
 @pytest.fixture(scope="session")
 def live_server(tmp_path_factory: pytest.TempPathFactory, studies_dir: Path) -> Iterator[str]:
     """The URL of a running ``medkg serve`` over a small real data dir: the QA graph and abstracts of
-    tests/e2e/test_qa_api.py, radiology reports paired with pydicom's sample studies and with two prior
+    tests/e2e/api/test_qa.py, radiology reports paired with pydicom's sample studies and with two prior
     studies of the kinds the pages upload, and offline evaluation runs."""
     tmp = tmp_path_factory.mktemp("web")
     data, evals = tmp / "data", tmp / "eval"
     settings = load_settings(data_dir=data, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
     with Container(settings) as c:
-        _build(c)
+        build_qa_store(c)
         leg = RadiologyReport(
             uid="200", indication="Ankle pain after a twisting injury.",
             findings="Well-corticated ossific fragment at the tip of the lateral malleolus. No acute fracture.",
             impression="No acute fracture. Old avulsion injury of the lateral malleolus.",
         )  # fmt: skip
         loader = ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports)
-        loader.load([*_reports(), leg])
+        loader.load([*study_reports(), leg])
         pairing = {name.removesuffix(".dcm"): f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
         loaded = load_images(c.graph, c.image_index, c.pseudonymizer, [studies_dir], pairing.get, progress=False)
         assert loaded.images == len(STUDIES) and loaded.reports_linked == len(STUDIES)

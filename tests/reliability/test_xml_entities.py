@@ -23,7 +23,7 @@ from ingest.pubmed.entrez import EntrezClient, EntrezError
 from ingest.pubmed.load import PubmedLoader
 from ingest.pubmed.model import Article
 from ingest.pubmed.readers import read_records
-from ingest.report import Problem
+from ingest.summary import Problem
 from kg.nlp import build_pipeline
 from kg.text_index import TextIndex
 from tests.conftest import open_ladybug

@@ -15,7 +15,7 @@ from starlette.datastructures import UploadFile
 from service.api.deps import get_container
 from service.api.uploads import read_upload
 from service.container import Container
-from service.reports.generator import GeneratedReport, UnknownImage
+from service.radiology.generator import GeneratedReport, UnknownImage
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 Deps = Annotated[Container, Depends(get_container)]
