@@ -1,15 +1,6 @@
-"""Typed triple extraction from text through an LLM, and its merge into the graph.
-
-:class:`TripleExtractor` asks any OpenAI-compatible server (``openai`` client, ``base_url``) for the
-entities and relations a passage states, constrained by a strict JSON schema built from the pydantic
-models below; the reply is validated, relation types are sanitised against a fixed vocabulary, and
-relations whose endpoints are not among the extracted entities are dropped and reported.
-
-:func:`merge_extraction` is the one update step (Mem0^g style): each extracted entity is resolved to
-an existing graph entity (exact id, exact name/synonym, then the entity vector index above a
-similarity floor) or added as ``MEDKG:<slug>``; each relation is added, restated (its evidence
-passages merged in place) or, when its ``negated`` flag contradicts the current edge, written as a
-new edge while the store invalidates the old one. Nothing is ever deleted.
+"""Typed triple extraction from text through an LLM, and its merge into the graph: :class:`TripleExtractor`
+asks an OpenAI-compatible server (:class:`~kg.llm.ChatClient`) for a passage's entities and relations under
+a strict JSON schema and validates the reply; :func:`merge_extraction` writes them into the graph.
 """
 
 from __future__ import annotations
@@ -19,13 +10,13 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from kg.curie import try_normalize_curie
 from kg.entity_index import EntityIndex, embedding_text
 from kg.graph.base import BaseGraphStore
+from kg.llm import ChatClient, LLMError, json_schema_format, unfenced
 from kg.model import Entity, Relation, WriteSummary, name_key
 
 __all__ = [
@@ -80,14 +71,13 @@ _COMPATIBLE: tuple[frozenset[str], ...] = (
     frozenset({"Gene", "Protein"}),
 )
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]+")
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-class ExtractionError(RuntimeError):
+class ExtractionError(LLMError):
     """The LLM gave no usable extraction for a passage; the caller reports the passage and continues."""
 
-    def __init__(self, message: str, passage_id: str) -> None:
-        super().__init__(f"passage {passage_id}: {message}")
+    def __init__(self, message: str, passage_id: str, status: int = 502) -> None:
+        super().__init__(f"passage {passage_id}: {message}", status)
         self.passage_id = passage_id
 
 
@@ -207,7 +197,10 @@ def extraction_schema(
 
 
 class TripleExtractor:
-    """Entities and relations of a passage from an OpenAI-compatible chat-completions server."""
+    """Entities and relations of a passage from an OpenAI-compatible chat-completions server, constrained
+    by a strict JSON schema built from the pydantic models above; relation types are checked against a
+    fixed vocabulary, and relations whose endpoints are not among the extracted entities are dropped
+    and reported."""
 
     def __init__(
         self,
@@ -221,62 +214,31 @@ class TripleExtractor:
         relation_types: Sequence[str] = RELATION_TYPES,
     ) -> None:
         self.model = model
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
+        self.chat = ChatClient(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries)
         self.relation_types = frozenset(relation_types)
         self.entity_types = frozenset(entity_types)
-        # The client retries timeouts, connection errors, 408/409/429 and 5xx with backoff.
-        self.client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=max_retries
-        )
         self.system_prompt = SYSTEM_PROMPT.format(
             entity_types=", ".join(entity_types), relation_types=", ".join(relation_types)
         )
-        schema = extraction_schema(entity_types, relation_types)
-        self.response_format: dict[str, Any] = {
-            "type": "json_schema",
-            "json_schema": {"name": "extraction", "strict": True, "schema": schema},
-        }
+        self.response_format = json_schema_format("extraction", extraction_schema(entity_types, relation_types))
 
     def extract(self, text: str, passage_id: str) -> Extraction:
         """The passage's entities and relations; raises :class:`ExtractionError` when there are none to be had."""
         if not text.strip():
             return Extraction(model=self.model)
+        messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": text}]
         try:
-            completion = self.client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "system", "content": self.system_prompt}, {"role": "user", "content": text}],
-                temperature=0,
-                response_format=self.response_format,  # type: ignore[arg-type]
-            )
-        except openai.APITimeoutError as exc:
-            raise ExtractionError(
-                f"the LLM did not answer within {self.timeout_s:g} s ({self.max_retries} retries)", passage_id
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise ExtractionError(f"the LLM server answered HTTP {exc.status_code}: {exc.message}", passage_id) from exc
-        except openai.APIConnectionError as exc:
-            raise ExtractionError(f"cannot reach the LLM server at {self.client.base_url}: {exc}", passage_id) from exc
-        except (openai.OpenAIError, ValueError) as exc:  # e.g. a response body that is not JSON
-            raise ExtractionError(f"unreadable response from the LLM server: {exc}", passage_id) from exc
-        if not completion.choices:
-            raise ExtractionError("the LLM returned no choices", passage_id)
-        choice = completion.choices[0]
-        if choice.finish_reason == "length":
-            raise ExtractionError("the LLM reply was cut off at the token limit", passage_id)
-        message = choice.message
-        if not message.content:
-            refusal = getattr(message, "refusal", None)
-            raise ExtractionError(f"the LLM refused: {refusal}" if refusal else "the LLM reply was empty", passage_id)
-        return self.parse(message.content, passage_id)
+            content = self.chat.complete(messages, self.response_format).content
+        except LLMError as exc:
+            raise ExtractionError(str(exc), passage_id, exc.status) from exc
+        return self.parse(content, passage_id)
 
     def parse(self, content: str, passage_id: str) -> Extraction:
         """Validate a reply: unknown relation types, entities of a type not asked for (the schema's enum
         is all that holds a server to the types, and many ignore it) and relations between unlisted
         entities are dropped, the relations with a reason."""
-        fenced = _FENCE.match(content.strip())
         try:
-            raw = Extraction.model_validate_json(fenced.group(1) if fenced else content)
+            raw = Extraction.model_validate_json(unfenced(content))
         except ValidationError as exc:
             if any(e["type"] == "json_invalid" for e in exc.errors()):
                 raise ExtractionError(f"the LLM reply is not valid JSON: {content[:200]!r}", passage_id) from None
@@ -401,7 +363,11 @@ def merge_extraction(
     source: str = "llm-extraction",
     model_name: str | None = None,
 ) -> MergeResult:
-    """Write one passage's extraction into the graph (see the module docstring). New entities are not
+    """Write one passage's extraction into the graph (Mem0^g style): each extracted entity is resolved to
+    an existing graph entity (exact id, exact name/synonym, then the entity vector index above a
+    similarity floor) or added as ``MEDKG:<slug>``; each relation is added, restated (its evidence
+    passages merged in place) or, when its ``negated`` flag contradicts the current edge, written as a
+    new edge while the store invalidates the old one. Nothing is ever deleted. New entities are not
     embedded here: run ``entity_index.update(store)`` after a batch of passages."""
     result = MergeResult(passage_id=passage_id, dropped=list(extraction.dropped))
     model_name = model_name or extraction.model or "unknown"

@@ -1,55 +1,20 @@
-"""The LLM answer path: any OpenAI-compatible server (``openai`` client, ``base_url``) asked for a
-JSON-schema answer over the evidence bundle; its citations are checked against the bundle.
-
-Failures are :class:`LLMError` with the HTTP status the API answers: 504 when the server does not
-answer in time (after the client's retries), 502 when it answers with an error or with something
-that is not the schema.
-"""
+"""The LLM answer path: the configured OpenAI-compatible server (:class:`~kg.llm.ChatClient`) asked for a
+JSON-schema answer over the evidence bundle; its citations are checked against the bundle. Failures
+are :class:`~kg.llm.LLMError` (504: no answer in time; 502: an error or a reply off the schema)."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-import openai
-
+from kg.llm import ChatClient, Completion, LLMError, json_schema_format, parse_json_object
 from kg.retrieval.evidence import EvidenceBundle
 from service.qa.answer import Answer
 from service.qa.citations import check_citations
 from service.qa.prompts import ANSWER_SCHEMA, answer_messages
 
 __all__ = ["LLMAnswerer", "LLMError", "AnswerTextStream", "Completion", "parse_json_object"]
-
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
-
-
-class LLMError(RuntimeError):
-    def __init__(self, message: str, status: int = 502) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass(frozen=True)
-class Completion:
-    content: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-
-
-def parse_json_object(content: str) -> dict[str, Any]:
-    """The JSON object of a reply (a ```json fence around it is tolerated), or LLMError."""
-    fenced = _FENCE.match(content.strip())
-    try:
-        data = json.loads(fenced.group(1) if fenced else content)
-    except ValueError as exc:
-        raise LLMError(f"the LLM reply is not JSON: {content[:200]!r}") from exc
-    if not isinstance(data, dict):
-        raise LLMError("the LLM reply is not a JSON object")
-    return data
 
 
 class AnswerTextStream:
@@ -117,89 +82,27 @@ class AnswerTextStream:
         return "".join(out)
 
 
-def _without_credentials(url: str) -> str:
-    """``url`` without its user and password (``https://user:secret@host/v1`` -> ``https://host/v1``):
-    an error message reaches API clients and logs."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"[{host}]" if ":" in host else host
-    return urlunsplit(parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else "")))
-
-
 class LLMAnswerer:
     def __init__(
         self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2
     ) -> None:
-        self.model = model
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        # The client retries timeouts, connection errors, 408/409/429 and 5xx with backoff.
-        self.client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "none", timeout=timeout_s, max_retries=max_retries
-        )
-        self.response_format: dict[str, Any] = {
-            "type": "json_schema",
-            "json_schema": {"name": "cited_answer", "strict": True, "schema": ANSWER_SCHEMA},
-        }
+        self.chat = ChatClient(base_url, model, api_key=api_key, timeout_s=timeout_s, max_retries=max_retries)
+        self.response_format: dict[str, Any] = json_schema_format("cited_answer", ANSWER_SCHEMA)
 
-    def _request(self, question: str, bundle: EvidenceBundle, conversation: str, stream: bool) -> Any:
-        return self._create(answer_messages(question, bundle.items, conversation), self.response_format, stream)
-
-    def _create(self, messages: list[dict[str, str]], response_format: dict[str, Any], stream: bool) -> Any:
-        try:
-            return self.client.chat.completions.create(
-                model=self.model,
-                messages=messages,  # type: ignore[arg-type]
-                temperature=0,
-                response_format=response_format,  # type: ignore[arg-type]
-                stream=stream,
-            )
-        except openai.APITimeoutError as exc:
-            raise LLMError(
-                f"the LLM did not answer within {self.timeout_s:g} s ({self.max_retries} retries)", 504
-            ) from exc
-        except openai.APIStatusError as exc:
-            raise LLMError(f"the LLM server answered HTTP {exc.status_code}: {exc.message}") from exc
-        except openai.APIConnectionError as exc:
-            raise LLMError(f"cannot reach the LLM server at {_without_credentials(str(self.client.base_url))}") from exc
-        except (openai.OpenAIError, ValueError) as exc:
-            raise LLMError(f"unreadable response from the LLM server: {exc}") from exc
+    @property
+    def model(self) -> str:
+        return self.chat.model
 
     def complete(
         self, messages: list[dict[str, str]], name: str = "reply", schema: dict[str, Any] | None = None
     ) -> Completion:
         """One completion for other tasks than answering (reports, benchmarks): its text and token
         usage; with ``schema`` the server is asked for JSON matching it. Failures are LLMError."""
-        fmt: Any = (
-            {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
-            if schema is not None
-            else openai.NOT_GIVEN
-        )
-        completion = self._create(messages, fmt, stream=False)
-        usage = getattr(completion, "usage", None)
-        return Completion(
-            content=self._content(completion),
-            prompt_tokens=getattr(usage, "prompt_tokens", None) or None,
-            completion_tokens=getattr(usage, "completion_tokens", None) or None,
-        )
+        return self.chat.complete(messages, json_schema_format(name, schema) if schema is not None else None)
 
     def complete_json(self, messages: list[dict[str, str]], name: str, schema: dict[str, Any]) -> dict[str, Any]:
         """One JSON-schema completion, parsed."""
-        return parse_json_object(self.complete(messages, name, schema).content)
-
-    @staticmethod
-    def _content(completion: Any) -> str:
-        if not completion.choices:
-            raise LLMError("the LLM returned no choices")
-        choice = completion.choices[0]
-        if choice.finish_reason == "length":
-            raise LLMError("the LLM reply was cut off at the token limit")
-        if not choice.message.content:
-            refusal = getattr(choice.message, "refusal", None)
-            raise LLMError(f"the LLM refused: {refusal}" if refusal else "the LLM reply was empty")
-        return choice.message.content
+        return self.chat.complete_json(messages, name, schema)
 
     def parse(self, content: str, bundle: EvidenceBundle) -> Answer:
         data = parse_json_object(content)
@@ -224,23 +127,15 @@ class LLMAnswerer:
         )
 
     def answer(self, question: str, bundle: EvidenceBundle, conversation: str = "") -> Answer:
-        return self.parse(self._content(self._request(question, bundle, conversation, stream=False)), bundle)
+        messages = answer_messages(question, bundle.items, conversation)
+        return self.parse(self.chat.complete(messages, self.response_format).content, bundle)
 
     def stream(self, question: str, bundle: EvidenceBundle, conversation: str = "") -> Iterator[str | Answer]:
         """Pieces of the answer text as the model writes them, then the checked :class:`Answer`
         (whose text, with unknown citations removed, replaces what was streamed)."""
-        chunks = self._request(question, bundle, conversation, stream=True)
         extractor = AnswerTextStream()
-        try:
-            for chunk in chunks:
-                if not chunk.choices:
-                    continue
-                delta = chunk.choices[0].delta.content or ""
-                text = extractor.feed(delta)
-                if text:
-                    yield text
-        except openai.APITimeoutError as exc:
-            raise LLMError(f"the LLM stream stalled for more than {self.timeout_s:g} s", 504) from exc
-        except (openai.OpenAIError, ValueError) as exc:
-            raise LLMError(f"the LLM stream broke off: {exc}") from exc
+        for piece in self.chat.stream(answer_messages(question, bundle.items, conversation), self.response_format):
+            text = extractor.feed(piece)
+            if text:
+                yield text
         yield self.parse(extractor.buffer, bundle)
