@@ -413,7 +413,7 @@ def render_markdown(out_dir: Path) -> str:
         "",
         "Offline mode: no LLM; each option is scored by the support it finds in retrieved evidence (dense "
         "relevance, IDF-weighted lexical coverage, knowledge-graph connections to the question's entities), "
-        "see `eval/answering.py`.",
+        "see `eval/answering/offline.py`.",
         "",
     ]
     return "\n".join(lines)
