@@ -166,18 +166,18 @@ def build_small_store(data_dir: Path, shared: Path, seed: int, diseases: int = 1
     from ingest.pubmed.readers import expand_paths
     from kg.settings import load_settings
     from service.container import Container
-    from service.ingest_cli import run
+    from service.ingestion import load_source
 
     t0 = time.perf_counter()
     settings = load_settings(data_dir=data_dir, api_keys=None)
     summary: dict[str, Any] = {"seed": seed, "diseases": diseases}
     with tempfile.TemporaryDirectory() as tmp, Container(settings) as c:
         hpo = small_hpo(Path(tmp) / "hpo", diseases, seed)
-        run(c, hpo_items(hpo), "hpo", embed=False, progress=False)
+        load_source(c, hpo_items(hpo), "hpo", embed=False, progress=False)
         indications = shared / "pharmacotherapydb" / "indications.tsv"
         if indications.is_file():
             spec = load_mapping("pharmacotherapydb")
-            run(c, edge_items(indications, spec), spec.source, embed=False, progress=False)
+            load_source(c, edge_items(indications, spec), spec.source, embed=False, progress=False)
         else:
             print(f"build: {indications} absent: no drug indications")
         update = c.entity_index.update(c.graph, progress=False)
@@ -234,7 +234,7 @@ def medkg_command() -> list[str]:
     if script.exists():
         return [str(script)]
     found = shutil.which("medkg")
-    return [found] if found else [sys.executable, "-c", "from service.cli import app; app()"]
+    return [found] if found else [sys.executable, "-c", "from service.cli import main; main()"]
 
 
 class Server:

@@ -149,7 +149,7 @@ def setup(c: Container, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     """Load what is missing from ``c``'s data dir; each part says whether it ran and how long it took."""
     from ingest.edges import edge_items, load_mapping
     from ingest.hpo import hpo_items
-    from service.ingest_cli import run
+    from service.ingestion import load_source
 
     result: dict[str, Any] = {}
     stats = c.graph.stats()
@@ -158,7 +158,7 @@ def setup(c: Container, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     else:
         t0 = time.perf_counter()
         items = hpo_items(hpo_subset(tmp / "hpo", args.hpo_diseases, args.seed) if args.hpo_diseases else None)
-        report = run(c, items, "hpo", embed=False, progress=False)
+        report = load_source(c, items, "hpo", embed=False, progress=False).summary
         result["hpo_s"] = time.perf_counter() - t0
         result["hpo_entities"], result["hpo_relations"] = report.entities.added, report.relations.added
         print(
@@ -174,7 +174,7 @@ def setup(c: Container, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     else:
         t0 = time.perf_counter()
         spec = load_mapping("pharmacotherapydb")
-        report = run(c, edge_items(indications, spec), spec.source, embed=False, progress=False)
+        report = load_source(c, edge_items(indications, spec), spec.source, embed=False, progress=False).summary
         result["pharmacotherapydb_s"] = time.perf_counter() - t0
         print(
             f"setup: PharmacotherapyDB loaded: {report.relations.added:,} relations in "

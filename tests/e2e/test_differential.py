@@ -239,7 +239,7 @@ def test_eval_phenopackets_command(tmp_path: Path) -> None:
 def test_a_load_that_changes_frequencies_in_place_refreshes_the_phenotype_index(tmp_path: Path) -> None:
     """A new release that only corrects annotation frequencies leaves the graph's counts as they were,
     which is all the cache's stamp looks at: the load itself must drop the cached index."""
-    from service.ingest_cli import run as ingest
+    from service.ingestion import load_source
 
     def release(frequency: str) -> list[Entity | Relation]:
         disease = Entity(id="OMIM:100003", name="Microcephaly, sometimes", category="Disease")
@@ -250,10 +250,10 @@ def test_a_load_that_changes_frequencies_in_place_refreshes_the_phenotype_index(
 
     c = build(tmp_path)
     try:
-        ingest(c, release("1/10"), "hpo-test", embed=False, progress=False)
+        load_source(c, release("1/10"), "hpo-test", embed=False, progress=False)
         before = {d.disease: d.log10_lr for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}
         assert (tmp_path / "indexes" / "phenotypes.pkl").exists()
-        report = ingest(c, release("9/10"), "hpo-test", embed=False, progress=False)
+        report = load_source(c, release("9/10"), "hpo-test", embed=False, progress=False).summary
         assert report.relations.updated == 1 and report.relations.added == 0
         after = {d.disease: d.log10_lr for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}
         assert after["OMIM:100003"] > before["OMIM:100003"]
@@ -266,13 +266,13 @@ def test_a_load_that_changes_frequencies_in_place_refreshes_the_phenotype_index(
 def test_a_load_that_renames_a_gene_refreshes_the_phenotype_index(tmp_path: Path) -> None:
     """An entity updated in place (a gene's new symbol) changes no count either: the load drops the
     cached index, so the ranking names the gene as the graph now does."""
-    from service.ingest_cli import run as ingest
+    from service.ingestion import load_source
 
     c = build(tmp_path)
     try:
         assert {d.disease: d.genes for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}["OMIM:100002"] == ["MCPH1"]
         renamed = Entity(id="NCBIGene:79648", name="MCPH1-NEW", category="Gene")
-        report = ingest(c, [renamed], "hgnc-test", embed=False, progress=False)
+        report = load_source(c, [renamed], "hgnc-test", embed=False, progress=False).summary
         assert report.entities.updated == 1 and report.relations.updated == 0
         genes = {d.disease: d.genes for d in c.phenotype_index.rank(["HP:0000252"], top_k=5)}
         assert genes["OMIM:100002"] == ["MCPH1-NEW"]
@@ -286,7 +286,7 @@ def test_the_phenotype_index_takes_its_term_vectors_from_the_entity_index(tmp_pa
     term renamed by a load (an entity updated in place) is read again, from its new text."""
     import numpy as np
 
-    from service.ingest_cli import run as ingest
+    from service.ingestion import load_source
 
     c = build(tmp_path)
     try:
@@ -296,7 +296,7 @@ def test_the_phenotype_index_takes_its_term_vectors_from_the_entity_index(tmp_pa
         seizure = index.term_vectors[index.term_index["HP:0001250"]]
         assert np.allclose(seizure, c.entity_index.index.vector("HP:0001250"))
         renamed = Entity(id="HP:0001250", name="Seizure", category="Phenotype", description="A fit of the brain.")
-        ingest(c, [renamed], "hpo-test", embed=True, progress=False)
+        load_source(c, [renamed], "hpo-test", embed=True, progress=False)
         again = c.phenotype_index
         changed = again.term_vectors[again.term_index["HP:0001250"]]
         assert not np.allclose(changed, seizure) and np.allclose(changed, c.entity_index.index.vector("HP:0001250"))

@@ -1,0 +1,5 @@
+"""`python -m service.cli`: the same as the `medkg` console script."""
+
+from service.cli import main
+
+main()

@@ -1,0 +1,215 @@
+"""The clinical commands: a cited answer to a question, a differential diagnosis from phenotypes, a
+radiology report draft from a study."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from service.cli.common import JsonOpt, container, emit, err, fail, out
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="A clinical question.")],
+    session: Annotated[
+        str | None, typer.Option("--session", help="A session id to continue, or 'new' to start one.")
+    ] = None,
+    k: Annotated[int, typer.Option(min=1, max=50, help="Passages at most.")] = 8,
+    hops: Annotated[int, typer.Option(min=0, max=4, help="Longest path between linked entities.")] = 2,
+    mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
+    budget: Annotated[int | None, typer.Option(min=100, max=16000, help="Tokens of evidence at most.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer a question from the knowledge graph and the literature, every statement cited."""
+    from service.cli.render import print_answer
+    from service.qa.engine import QAOptions, UnknownSession
+    from service.qa.llm import LLMError
+
+    if mode not in ("auto", "extractive", "llm"):
+        raise fail(f"--mode must be auto, extractive or llm, not {mode!r}")
+    with container() as c:
+        session_id = c.sessions.create().id if session == "new" else session
+        try:
+            r = c.qa.ask(question, session_id, QAOptions(k=k, hops=hops, mode=mode, budget=budget))  # type: ignore[arg-type]
+        except UnknownSession:
+            raise fail(f"no session {session_id!r} (unknown or expired): start one with --session new") from None
+        except LLMError as exc:
+            raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
+
+    def render(_: Any) -> None:
+        print_answer(out, r)
+        if session_id:
+            err.print(f"session: {session_id}")
+
+    emit(r.model_dump(mode="json"), as_json, render)
+
+
+def differential(
+    terms: Annotated[
+        list[str] | None, typer.Argument(help="Observed HPO terms, e.g. HP:0001250 HP:0000252.", show_default=False)
+    ] = None,
+    exclude: Annotated[
+        list[str] | None, typer.Option("--exclude", help="An HPO term the patient does not have.")
+    ] = None,
+    text: Annotated[
+        str | None,
+        typer.Option(
+            "--text",
+            help='The patient described in words, linked to HPO terms; what it negates ("no hypotonia") is excluded.',
+        ),
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top", min=1, max=500, help="How many diseases.")] = 10,
+    namespace: Annotated[list[str] | None, typer.Option(help="Rank only OMIM, ORPHA or DECIPHER diseases.")] = None,
+    gene: Annotated[
+        list[str] | None,
+        typer.Option("--gene", help="A candidate gene (HGNC symbol): rank only the diseases associated with it."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms (or a description, --text), with matched
+    phenotypes, genes and PMIDs."""
+    from kg.curie import normalize_curie
+    from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
+    from kg.errors import InvalidInput
+
+    if not terms and not text:
+        raise fail("give observed HPO terms (HP:...) or --text")
+    try:
+        namespaces = disease_namespaces(namespace or [])  # omim, MIM, Orphanet... as OMIM, ORPHA
+    except InvalidInput as exc:
+        raise fail(str(exc)) from None
+    with container() as c:
+        from_text, excluded_from_text = terms_in_text(c.linker, text) if text else ([], [])
+        observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms or []), *from_text]))
+        given_excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude or []), *excluded_from_text]))
+        index = c.phenotype_index
+        case = index.read_case(observed, given_excluded)
+        known, excluded = case.observed, case.excluded
+        if not known and case.ignored:
+            why = "; ".join(f"{t}: {w}" for t, w in case.ignored.items())
+            raise fail(f"no observed term is a phenotypic abnormality ({why})")
+        if not known:
+            given = ", ".join(observed) or "none linked from the text"
+            raise fail(f"none of the terms is an HPO term in the graph: {given} (run `medkg ingest hpo`)")
+        genes, unknown_genes = index.known_genes(gene or [])
+        if unknown_genes and not genes:
+            raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
+        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespaces, genes=genes)
+        mentioned = terms_mentioned(ranked, known, excluded)
+        names = c.graph.get_entities([r.disease for r in ranked] + mentioned)
+    data = {
+        "observed": known,
+        "from_text": from_text,
+        "excluded_from_text": excluded_from_text,
+        "unknown_terms": case.unknown,
+        "ignored_terms": case.ignored,
+        "replaced_terms": {**index.replacements(observed), **index.replacements(given_excluded, broaden=False)},
+        "excluded": excluded,
+        "genes": genes,
+        "unknown_genes": unknown_genes,
+        "views": index.views(),
+        "diseases": [{**r.__dict__, "name": names[r.disease].name if r.disease in names else None} for r in ranked],
+        "term_names": {t: names[t].name for t in mentioned if t in names and names[t].name},
+    }
+
+    def render(d: dict[str, Any]) -> None:
+        named = d["term_names"]
+        for label, key in (("from the text", "from_text"), ("negated in the text, excluded", "excluded_from_text")):
+            if d[key]:
+                err.print(f"{label}: {', '.join(f'{named.get(t, t)} ({t})' for t in d[key])}", highlight=False)
+        if d["unknown_terms"]:
+            err.print(f"not in the graph, ignored: {', '.join(d['unknown_terms'])}")
+        for term, why in d["ignored_terms"].items():
+            err.print(f"{named.get(term, term)} ({term}) not counted: {why}", highlight=False)
+        for term, now in d["replaced_terms"].items():
+            err.print(f"{term} is obsolete, counted as {', '.join(now)}")
+        if d["unknown_genes"]:
+            err.print(f"no disease in the graph is associated with {', '.join(d['unknown_genes'])}: ignored")
+        if d["genes"]:
+            err.print(f"only the diseases associated with {', '.join(d['genes'])}")
+        if not d["diseases"]:  # only a namespace or the genes leave nothing (or a graph without annotations)
+            where = f" in {', '.join(namespaces)}" if namespaces else ""
+            where += f" among the diseases of {', '.join(d['genes'])}" if d["genes"] else ""
+            out.print(f"no disease ranked{where or ': the graph has no phenotype annotations'}", highlight=False)
+        for i, row in enumerate(d["diseases"], 1):
+            genes = ", ".join(row["genes"][:5]) or "-"
+            out.print(f"[bold]{i}. {row['name']}[/] ({row['disease']})  score {row['score']}  genes: {genes}")
+            for q, t, s in row["matches"]:
+                observed_name, annotated = d["term_names"].get(q, q), d["term_names"].get(t, t)
+                out.print(f"   {observed_name} ({q}) ~ {annotated} ({t})  [{s}]", highlight=False)
+            matched = {q for q, _, _ in row["matches"]}
+            for q, t, s in row.get("semantic_matches", []):  # close in meaning, no ancestor shared below the roots
+                if q not in matched:
+                    observed_name, annotated = d["term_names"].get(q, q), d["term_names"].get(t, t)
+                    line = f"   {observed_name} ({q}) ≈ {annotated} ({t})  (cosine {s})"
+                    out.print(line, highlight=False, markup=False)
+            for reason in row["contradictions"][:3]:
+                out.print(f"   [yellow]{reason}[/]", highlight=False)
+            if row["pmids"]:
+                out.print(f"   PMIDs: {', '.join(row['pmids'][:6])}", highlight=False)
+
+    emit(data, as_json, render)
+
+
+def report(
+    file: Annotated[Path | None, typer.Argument(help="The study: a DICOM file.", dir_okay=False)] = None,
+    indication: Annotated[str, typer.Option(help="Why the study was done, e.g. 'chest pain, dyspnea'.")] = "",
+    image_id: Annotated[str | None, typer.Option(help="An indexed study (IMG:...) instead of a file.")] = None,
+    findings: Annotated[
+        str, typer.Option(help="The study's own findings, if you have them: they choose the priors and the impression.")
+    ] = "",
+    k: Annotated[int, typer.Option(min=1, max=20, help="Prior reports to draw on.")] = 5,
+    mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Draft a radiology report (technique, findings, impression) from the most similar prior studies
+    and reports and knowledge-graph facts about the indication, every sentence cited."""
+    from multimodal.dicom import DicomError, read_dicom
+    from service.qa.llm import LLMError
+    from service.radiology.generator import UnknownImage
+
+    if file is None and not image_id:
+        raise fail("give a DICOM file or --image-id")
+    if mode not in ("auto", "extractive", "llm"):
+        raise fail(f"--mode must be auto, extractive or llm, not {mode!r}")
+    with container() as c:
+        image = None
+        if file is not None:
+            if not file.exists():
+                raise fail(f"no such file: {file}")
+            try:
+                image = read_dicom(file, c.pseudonymizer)
+            except DicomError as exc:
+                raise fail(f"{file.name}: {exc.reason}") from None
+        try:
+            r = c.report_generator.generate(
+                indication,
+                image=image,
+                image_id=image_id,
+                findings=findings or None,
+                k=k,
+                mode=mode,  # type: ignore[arg-type]
+            )
+        except UnknownImage:
+            raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
+        except LLMError as exc:
+            raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
+
+    def render(d: dict[str, Any]) -> None:
+        out.print(f"[bold]INDICATION:[/] {d['indication'] or '-'}", highlight=False, soft_wrap=True)
+        out.print(f"[bold]TECHNIQUE:[/] {d['technique']}", highlight=False, soft_wrap=True)
+        out.print(f"[bold]FINDINGS:[/] {d['findings'] or '-'}", highlight=False, soft_wrap=True)
+        out.print(f"[bold]IMPRESSION:[/] {d['impression'] or '-'}", highlight=False, soft_wrap=True)
+        if d["context"]:
+            out.print(f"[bold]CLINICAL CONTEXT:[/] {d['context']}", highlight=False, soft_wrap=True)
+        label = "insufficient evidence" if d["insufficient_evidence"] else f"confidence {d['confidence']:.2f}"
+        out.print(f"[dim]({d['mode']}, {label}; {len(d['priors'])} prior reports)[/]")
+        for p in d["priors"]:
+            out.print(f"  prior {p['doc_id']} ({p['score']:.2f}, by {' and '.join(p['via'])})", highlight=False)
+
+    emit(r.model_dump(mode="json"), as_json, render)
+
+
+COMMANDS = [ask, differential, report]

@@ -1,0 +1,60 @@
+"""What every ``medkg`` command shares: the consoles, the one-line error exit, the configured container
+and JSON-or-table output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from kg.curie import CurieError
+from kg.embedders import EmbedderError
+from kg.graph.base import GraphStoreError
+from kg.settings import Settings, SettingsError, load_settings
+from kg.vector_index import VectorIndexError
+from service.container import Container
+
+out = Console()
+err = Console(stderr=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def settings() -> Settings:
+    """The configured settings, or a one-line error naming the bad setting."""
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise fail(str(exc)) from None
+
+
+@contextmanager
+def container() -> Iterator[Container]:
+    """A container whose configuration and store errors end the command with a one-line message."""
+    c = Container(settings())
+    try:
+        yield c
+    except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError) as exc:
+        raise fail(str(exc)) from None
+    finally:
+        try:
+            c.close()
+        except GraphStoreError:
+            pass
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) -> None:
+    if as_json or render is None:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    else:
+        render(data)
