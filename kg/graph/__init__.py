@@ -1,10 +1,11 @@
-"""Graph stores: one :class:`~kg.graph.base.GraphStore` protocol, two adapters (Ladybug embedded, Neo4j).
+"""Graph stores: one interface, :class:`~kg.graph.base.BaseGraphStore`, two adapters (Ladybug embedded, Neo4j).
 
 Each adapter keeps its Cypher in a module of its own (``ladybug_cypher``, ``neo4j_cypher``); the
 logic that does not depend on the database (merging, conflict handling, path bounds, ordering)
 lives once, in :class:`~kg.graph.base.BaseGraphStore`.
 """
 
-from kg.graph.base import BaseGraphStore, GraphStore, GraphStoreError, GraphStoreUnavailable
+from kg.graph.base import BaseGraphStore
+from kg.graph.errors import GraphStoreError, GraphStoreUnavailable
 
-__all__ = ["BaseGraphStore", "GraphStore", "GraphStoreError", "GraphStoreUnavailable"]
+__all__ = ["BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable"]

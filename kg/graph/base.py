@@ -1,32 +1,28 @@
-"""The GraphStore protocol and the database-independent half of every adapter.
-
-An adapter implements a handful of primitives (a statement runner, fetch, insert, update, the
-expand and path queries, transactions) in its own Cypher dialect; :class:`BaseGraphStore` turns them into the public
-operations so that both adapters give the same answers to the same calls:
-
-* upserts are idempotent: an entity is merged with what is stored (lists are unions); a relation
-  has one *current* edge per ``(subject, type, object, source)`` key. Re-stating it unchanged does
-  nothing, re-stating it with new evidence updates it in place, and contradicting it (the
-  ``negated`` flag flips) invalidates the stored edge (sets ``valid_to``) and adds a new one. Edges
-  are never deleted by an upsert.
-* "current" queries see only edges whose ``valid_to`` is null; history stays queryable.
-* paths are simple, undirected, bounded by ``max_hops`` hops that are not ``SAME_AS`` (up to
-  ``free_same_as`` ``SAME_AS`` hops come free), ordered by cost, length, then node ids.
-"""
+"""BaseGraphStore: the database-independent half of every adapter, and the interface all code types
+against (the adapters subclass it; there is no separate Protocol). Errors live in ``kg.graph.errors``,
+row conversion in ``kg.graph.rows``; both are re-exported here."""
 
 from __future__ import annotations
 
-import json
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import ModuleType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from kg.curie import normalize_curie
 from kg.errors import InvalidInput
+from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreLocked, GraphStoreUnavailable
+from kg.graph.rows import (
+    entity_to_row,
+    key_rows,
+    relation_to_row,
+    row_to_entity,
+    row_to_relation,
+    same_statement,
+)
 from kg.model import (
     SAME_AS,
     Direction,
@@ -42,162 +38,19 @@ from kg.model import (
     utc_now,
 )
 
-__all__ = ["GraphStore", "BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable", "GraphStoreLocked"]
-
-
-class GraphStoreError(RuntimeError):
-    """A graph-store operation failed."""
-
-
-# A statement that fails inside ``batch()`` fails the whole transaction on both backends: the later
-# statements of the block and its commit raise this instead of writing anything.
-TRANSACTION_ABORTED = "the transaction was rolled back because an earlier statement in it failed"
-
-
-class GraphStoreUnavailable(GraphStoreError):
-    """The store cannot be reached or opened (server down, wrong credentials, locked data dir)."""
-
-
-class GraphStoreLocked(GraphStoreUnavailable):
-    """The embedded store is held by another process (``medkg serve``, an ingest)."""
-
-
-@runtime_checkable
-class GraphStore(Protocol):
-    backend: str
-
-    def upsert_entities(self, entities: Iterable[Entity], replacing: Collection[str] = ...) -> WriteSummary: ...
-    def upsert_relations(self, relations: Iterable[Relation]) -> WriteSummary: ...
-    def get_entity(self, entity_id: str) -> Entity | None: ...
-    def get_entities(self, entity_ids: Iterable[str]) -> dict[str, Entity]: ...
-    def existing(self, entity_ids: Iterable[str]) -> set[str]: ...
-    def scan_entities(self, after: str = "", limit: int = 10_000, with_xrefs: bool = False) -> list[Entity]: ...
-    def find_entities(self, name: str, category: str | None = None, limit: int = 20) -> list[Entity]: ...
-    def degrees(self, entity_ids: Iterable[str]) -> dict[str, int]: ...
-    def neighbours(
-        self,
-        entity_id: str,
-        rel_types: Sequence[str] | None = None,
-        direction: Direction = "both",
-        include_invalid: bool = False,
-        limit: int = 1000,
-    ) -> list[Neighbour]: ...
-    def neighbourhood(
-        self, entity_id: str, hops: int = 2, rel_types: Sequence[str] | None = None, limit: int = 1000
-    ) -> Subgraph: ...
-    def paths(
-        self,
-        source: str,
-        target: str,
-        max_hops: int = 3,
-        rel_types: Sequence[str] | None = None,
-        limit: int = 10,
-        free_same_as: int = 2,
-        candidate_cap: int | None = None,
-        degrees: Mapping[str, int] | None = None,
-    ) -> list[GraphPath]: ...
-    def relations(
-        self,
-        subject: str | None = None,
-        object: str | None = None,
-        type: str | None = None,
-        include_invalid: bool = True,
-        limit: int = 1000,
-    ) -> list[Relation]: ...
-    def invalidate(
-        self, subject: str, type: str, object: str, source: str | None = None, at: datetime | None = None
-    ) -> int: ...
-    def current_sources(self) -> dict[str, int]: ...
-    def end_source(
-        self, source: str, at: datetime | None = None, keep: Collection[str] = ..., keep_types: Collection[str] = ...
-    ) -> int: ...
-    def entity_count(self) -> int: ...
-    def stats(self) -> GraphStats: ...
-    def batch(self) -> Any: ...
-    def clear(self) -> None: ...
-    def close(self) -> None: ...
-
-
-# ---------------------------------------------------------------------------------------------
-# Row conversion shared by the adapters: both stores keep the same flat property set.
-
-
-def entity_to_row(entity: Entity, now: str) -> dict[str, Any]:
-    return {
-        "id": entity.id,
-        "name": entity.name,
-        "name_key": name_key(entity.name),
-        "category": entity.category,
-        "synonyms": list(entity.synonyms),
-        "synonym_keys": sorted({name_key(s) for s in entity.synonyms}),
-        "description": entity.description,
-        "xrefs": list(entity.xrefs),
-        "sources": list(entity.sources),
-        "obsolete": entity.obsolete,
-        "created_at": format_time(entity.created_at) if entity.created_at else now,
-    }
-
-
-def row_to_entity(row: dict[str, Any]) -> Entity:
-    return Entity.model_validate(
-        {
-            "id": row["id"],
-            "name": row["name"],
-            "category": row.get("category") or "Concept",
-            "synonyms": row.get("synonyms") or [],
-            "description": row.get("description"),
-            "xrefs": row.get("xrefs") or [],
-            "sources": row.get("sources") or [],
-            "obsolete": bool(row.get("obsolete")),
-            "created_at": row.get("created_at"),
-        }
-    )
-
-
-def relation_to_row(rel: Relation, now: str) -> dict[str, Any]:
-    return {
-        "key": rel.key,
-        "type": rel.type,
-        "subject": rel.subject,
-        "object": rel.object,
-        "source": rel.source,
-        "evidence": json.dumps(rel.evidence, sort_keys=True, ensure_ascii=False, default=str),
-        "confidence": rel.confidence,
-        "negated": rel.negated,
-        "valid_from": format_time(rel.valid_from) if rel.valid_from else now,
-        "valid_to": format_time(rel.valid_to) if rel.valid_to else None,
-    }
-
-
-def row_to_relation(row: dict[str, Any]) -> Relation:
-    evidence = row.get("evidence")
-    return Relation.model_validate(
-        {
-            "subject": row["subject"],
-            "type": row["type"],
-            "object": row["object"],
-            "source": row.get("source") or "",
-            "evidence": json.loads(evidence) if evidence else {},
-            "confidence": row.get("confidence"),
-            "negated": bool(row.get("negated")),
-            "valid_from": row.get("valid_from"),
-            "valid_to": row.get("valid_to"),
-        }
-    )
-
-
-def key_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """The identity of relation rows (subject, object, key): what key-based statements match on."""
-    return [{"subject": r["subject"], "object": r["object"], "key": r["key"]} for r in rows]
-
-
-def _same_statement(stored: dict[str, Any], incoming: dict[str, Any]) -> bool:
-    """Two relation rows of one key say the same (timestamps aside)."""
-    return (
-        (stored.get("evidence") or "{}") == incoming["evidence"]
-        and stored.get("confidence") == incoming["confidence"]
-        and bool(stored.get("negated")) == incoming["negated"]
-    )
+__all__ = [
+    "TRANSACTION_ABORTED",
+    "BaseGraphStore",
+    "GraphStoreError",
+    "GraphStoreLocked",
+    "GraphStoreUnavailable",
+    # re-exported from kg.graph.rows
+    "entity_to_row",
+    "key_rows",
+    "relation_to_row",
+    "row_to_entity",
+    "row_to_relation",
+]
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -211,7 +64,21 @@ def _relation_order(rel: Relation) -> tuple[str, str]:
 
 class BaseGraphStore(ABC):
     """Database-independent logic; subclasses supply the primitives below and their Cypher module,
-    which names the same fragments in each dialect (CURRENT_FILTER, TYPE_FILTER, SUBJECT_FILTER, ...)."""
+    which names the same fragments in each dialect (CURRENT_FILTER, TYPE_FILTER, SUBJECT_FILTER, ...).
+
+    An adapter implements a handful of primitives (a statement runner, fetch, insert, update, the
+    expand and path queries, transactions) in its own Cypher dialect; this class turns them into the
+    public operations so that both adapters give the same answers to the same calls:
+
+    * upserts are idempotent: an entity is merged with what is stored (lists are unions); a relation
+      has one *current* edge per ``(subject, type, object, source)`` key. Re-stating it unchanged does
+      nothing, re-stating it with new evidence updates it in place, and contradicting it (the
+      ``negated`` flag flips) invalidates the stored edge (sets ``valid_to``) and adds a new one. Edges
+      are never deleted by an upsert.
+    * "current" queries see only edges whose ``valid_to`` is null; history stays queryable.
+    * paths are simple, undirected, bounded by ``max_hops`` hops that are not ``SAME_AS`` (up to
+      ``free_same_as`` ``SAME_AS`` hops come free), ordered by cost, length, then node ids.
+    """
 
     backend: str = "abstract"
     cypher: ModuleType
@@ -432,7 +299,7 @@ class BaseGraphStore(ABC):
                 if rel.valid_from is not None:  # a start given by the source (a date), not the time of writing
                     row["valid_from"] = self._after_earlier_versions(rel, row["valid_from"])
                 creates.append(row)
-            elif _same_statement(old, row):
+            elif same_statement(old, row):
                 summary.unchanged += 1
             elif bool(old["negated"]) != rel.negated:  # a contradiction: end the old fact, start the new one
                 contradicted.append(old)

@@ -17,14 +17,9 @@ import ladybug
 import pyarrow as pa
 
 from kg.graph import ladybug_cypher as q
-from kg.graph.base import (
-    TRANSACTION_ABORTED,
-    BaseGraphStore,
-    GraphStoreError,
-    GraphStoreLocked,
-    GraphStoreUnavailable,
-    key_rows,
-)
+from kg.graph.base import BaseGraphStore
+from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreLocked, GraphStoreUnavailable
+from kg.graph.rows import key_rows
 from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]

@@ -14,7 +14,9 @@ import neo4j
 from neo4j import exceptions as neo4j_errors
 
 from kg.graph import neo4j_cypher as q
-from kg.graph.base import TRANSACTION_ABORTED, BaseGraphStore, GraphStoreError, GraphStoreUnavailable, key_rows
+from kg.graph.base import BaseGraphStore
+from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreUnavailable
+from kg.graph.rows import key_rows
 from kg.model import Direction
 
 __all__ = ["Neo4jGraphStore"]
