@@ -1,40 +1,7 @@
-"""Image benchmark: DICOM files decoded and embedded per second, and image search latency over an
-index of at least ``--vectors`` vectors.
+"""Image benchmark: DICOM files decoded and embedded per second, and image search latency over an index of
+at least ``--vectors`` vectors (real images plus synthetic variants), against a numpy brute-force baseline.
 
-    python -m benchmarks.images [--vectors 10000] [--queries 500] [--encoder SPEC] [--passes 3]
-                                [--flat-max N] [--json PATH]
-
-Input: every file of ../shared/data/dicom (pydicom_data/ and pydicom_wheel/) and of the pydicom-data
-wheel (package ``data_store``, folder data_store/data/; a few of its files are deliberately broken).
-Then:
-
-1. decode: every file through ``read_dicom`` (read, de-identify with a Pseudonymizer of a random key,
-   decode one frame, LUTs to display-ready pixels), best of ``--passes`` passes (files are in the page
-   cache after the first): files/s and MB/s of file bytes; per transfer-syntax group (taken from each
-   file's meta information) the files, MB and ms per file of that best pass; errors counted by kind;
-2. embed: the descriptor encoder on the decoded images in batches of 64 (best of 3): images/s. The
-   baseline, measured in this run, is part 1's decode alone: the share of time embedding adds to it.
-   ``--encoder SPEC`` (a transformers model name or local path; ``--device``) is measured the same way;
-3. index: an ImageIndex (descriptor encoder, temp dir) holding the real images plus synthetic
-   variants until it has ``--vectors`` vectors. A variant is a real image randomly cropped (60-100%
-   of each side), flipped, turned by np.rot90, with a gamma (0.7-1.4) and Gaussian noise (sigma up to
-   0.03), under fresh pseudonymised image/study/series ids and its own SHA-256. Variants are made in
-   chunks of 64 (not timed); ``ImageIndex.add`` (metadata rows and embedding) and ``commit`` are
-   timed. The index is then rebuilt only if its kind is not the one VectorIndex chooses at that size
-   (as EntityIndex does: flat up to ``flat_max`` vectors, IVF above; ``--flat-max`` lowers it);
-4. search: ``--queries`` queries, alternately a real image (in the index) and a perturbed copy of one
-   (not in the index), k=10, through ``ImageIndex.search`` given the query vector (FAISS and the
-   metadata lookup) and given the image (a stored vector is reused; a new image is embedded first),
-   and FAISS alone (``VectorIndex.search``): p50/p95/max ms, each in its own loop over the same
-   queries (interleaved, FAISS's OpenMP threads and numpy's BLAS threads slow each other). The
-   search by vector is repeated with FAISS on one OpenMP thread (``faiss.omp_set_num_threads(1)``):
-   on a busy machine, waking FAISS's idle threads for each single query costs milliseconds. The
-   baseline, measured in this run: a brute-force numpy dot product over the same matrix of stored
-   vectors plus a top-10 partial sort; the ratio of the two; and recall@10 of the index against brute
-   force (a hit counts when its exact score reaches the 10th best exact score, so ties do not count as
-   misses; 1.0 for a flat index).
-
-Peak RSS (``ru_maxrss``) of this process is printed after each part.
+Input: ../shared/data/dicom and the pydicom-data wheel. Usage: ``python -m benchmarks.images --help``.
 """
 
 from __future__ import annotations
@@ -158,6 +125,8 @@ def decode_pass(files: list[Path], pseudonymizer: Pseudonymizer) -> tuple[list[f
 
 
 def decode(files: list[Path], pseudonymizer: Pseudonymizer, passes: int) -> tuple[dict, list[DicomImage]]:
+    """Every file through ``read_dicom`` (read, de-identify, decode, LUTs), best of ``passes`` passes (the
+    files are in the page cache after the first): files/s, MB/s, and per transfer-syntax group; errors by kind."""
     sizes = [p.stat().st_size for p in files]
     groups = [syntax_group(p) for p in files]
     best: list[float] | None = None
@@ -201,7 +170,8 @@ def decode(files: list[Path], pseudonymizer: Pseudonymizer, passes: int) -> tupl
 
 
 def embed(encoder: ImageEncoder, pixels: list[np.ndarray], repeat: int = 3) -> dict:
-    """Best of ``repeat`` passes of ``encoder`` over ``pixels`` in batches of 64."""
+    """Best of ``repeat`` passes of ``encoder`` over ``pixels`` in batches of 64 (the baseline is the
+    decode alone: the share of time embedding adds to it)."""
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
@@ -270,6 +240,8 @@ def variant(base: DicomImage, pixels: np.ndarray, n: int, tag: str, pseudonymize
 def variants(
     real: list[DicomImage], count: int, augment: Augmenter, pseudonymizer: Pseudonymizer, tag: str
 ) -> Iterator[DicomImage]:
+    """``count`` variants of the real images in turn (crop 60-100% a side, flips, rot90, gamma 0.7-1.4,
+    noise sigma up to 0.03), each under fresh pseudonymised ids."""
     for n in range(count):
         base = real[n % len(real)]
         yield variant(base, augment(base.pixels), n, tag, pseudonymizer)
@@ -279,6 +251,9 @@ def variants(
 def build_index(
     index: ImageIndex, real: list[DicomImage], target: int, augment: Augmenter, pseudonymizer: Pseudonymizer
 ) -> dict:
+    """Fill ``index`` with the real images, then variants until it holds ``target`` vectors, made in chunks of
+    64 (not timed); ``add`` and ``commit`` are timed. Rebuilt only when its kind is not the one VectorIndex
+    chooses at that size."""
     add_s = augment_s = 0.0
     t0 = time.perf_counter()
     added = index.add(real).added
@@ -333,7 +308,11 @@ def brute_force(matrix: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarr
 def search(
     index: ImageIndex, real: list[DicomImage], n_queries: int, augment: Augmenter, pseudonymizer: Pseudonymizer
 ) -> dict:
-    """Each way of searching in its own loop over the same queries: interleaved, FAISS's OpenMP threads
+    """Search alternately by a real image and a perturbed copy: by image, by vector (also on one FAISS
+    thread), FAISS alone, and brute force (the baseline). Recall@10 against brute force counts a hit whose
+    exact score reaches the 10th best, so ties are not misses.
+
+    Each way of searching in its own loop over the same queries: interleaved, FAISS's OpenMP threads
     (still spinning after a search) and numpy's BLAS threads slow each other down several-fold."""
     vectors = index.vectors
     ids = vectors.ids()

