@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# Run the whole test suite against the embedded store and a real Neo4j (started here, stopped after).
-# Extra arguments go to pytest.
+# Run the whole test suite against the embedded store and real Neo4j servers (started here, stopped
+# after). With MEDKG_TEST_WORKERS > 1 (default 2, the cores of a CI machine) pytest-xdist runs test
+# files in that many processes, each with a Neo4j of its own (Neo4j Community holds one user database,
+# and the Neo4j tests clear it). Extra arguments go to pytest.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${VENV:-.venv}/bin/python"
 export PYTHON="$python"
+workers="${MEDKG_TEST_WORKERS:-2}"
 
-.ci/neo4j.sh start || { echo "test: Neo4j did not start"; exit 1; }
-trap '.ci/neo4j.sh stop' EXIT
+states=(.neo4j)
+for ((i = 1; i < workers; i++)); do states+=(".neo4j-gw$i"); done
+stop_all() { for s in "${states[@]}"; do MEDKG_NEO4J_STATE_DIR="$PWD/$s" .ci/neo4j.sh stop; done; }
+trap stop_all EXIT
+.ci/neo4j.sh fetch >/dev/null || { echo "test: the Neo4j launcher could not be built"; exit 1; }
+pids=()
+for s in "${states[@]}"; do MEDKG_NEO4J_STATE_DIR="$PWD/$s" .ci/neo4j.sh start & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || { echo "test: Neo4j did not start"; exit 1; }; done
 # shellcheck disable=SC1091
-. .neo4j/env
+. .neo4j/env  # the first worker's (and a serial run's); tests/conftest.py points worker gwN at .neo4j-gwN
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-"$python" -m pytest "$@"
+parallel=()
+[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile)
+"$python" -m pytest "${parallel[@]}" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
   echo "test: pytest collected no tests (exit 5); treated as success"

@@ -5,6 +5,7 @@ run instead of skipping, so the contract is always proven on both backends there
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,23 @@ from kg.graph.ladybug_store import LadybugGraphStore
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _own_neo4j_per_worker() -> None:
+    """Under pytest-xdist, worker gwN (N >= 1) uses the Neo4j that .ci/test.sh started for it
+    (.neo4j-gwN/env): the Neo4j tests clear the one user database, so two workers cannot share one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker == "gw0" or not os.environ.get("MEDKG_NEO4J_URI"):
+        return
+    env = Path(__file__).resolve().parents[1] / f".neo4j-{worker}" / "env"
+    if not env.is_file():
+        raise pytest.UsageError(f"worker {worker} has no Neo4j of its own ({env}): run the tests with .ci/test.sh")
+    for line in env.read_text().splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        os.environ[name] = value
+
+
+_own_neo4j_per_worker()
 
 
 def neo4j_settings() -> dict[str, str] | None:
@@ -83,3 +101,16 @@ def shared(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} is absent (real data from ../shared/data; present in CI)")
     return path
+
+
+SUITE_GOAL_S = 25 * 60  # `make test` on 2 cores (docs/architecture.md, Tests)
+_started = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The whole run's wall time against the suite's goal, just above pytest's closing line."""
+    took = time.monotonic() - _started
+    verdict = "within" if took <= SUITE_GOAL_S else "OVER"
+    terminalreporter.write_line(
+        f"suite time: {took / 60:.1f} min, {verdict} the goal of {SUITE_GOAL_S // 60} min on 2 cores"
+    )

@@ -45,7 +45,7 @@ def serve(
     root = f"http://{configured.api_host}:{configured.api_port}"
     out.print(f"serving on {root}: web pages at {root}/ (ask, /reports, /differential, /eval), API docs at /docs")
     # proxy_headers off: MEDKG_TRUSTED_PROXIES alone decides whose X-Forwarded-For is believed (uvicorn's own
-    # default trusts any loopback peer's header and would hide the socket peer from service/api/security.py)
+    # default trusts any loopback peer's header and would hide the socket peer from service/api/security/proxies.py)
     uvicorn.run(
         create_app(configured, warm=True),
         host=configured.api_host,
