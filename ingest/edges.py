@@ -1,28 +1,5 @@
-"""TSV/CSV edge and node lists through a small declarative mapping (YAML).
-
-A mapping names the columns that make entities (``nodes``) and relations (``edges``)::
-
-    name: pharmacotherapydb
-    source: pharmacotherapydb:1.0
-    delimiter: "\\t"
-    edges:
-      - subject: {column: drugbank_id}              # ids go through the CURIE normaliser
-        object: {column: doid_id}
-        type: {column: category, map: {DM: TREATS, SYM: PALLIATES, NOT: TREATS}}
-        negated: {column: category, map: {NOT: "true"}}
-        subject_node: {name: {column: drug}, category: {value: Drug}}   # create/merge endpoint entities
-        object_node: {name: {column: disease}, category: {value: Disease}}
-        evidence: [category, n_curators, n_resources]
-
-A value is ``{column: C}`` (optionally ``map`` from raw to value, ``prefix`` for bare ids, ``split``
-to make a list) or ``{value: V}``. ``{file}`` in ``source`` stands for the file's name without its
-suffixes, for a mapping of several files that are each the whole of a source of their own
-(``doid-reports/{file}``: ``--replace`` of ``MESHinDO.tsv`` leaves what ``OMIMinDO.tsv`` stated).
-``former_sources`` are names the mapping's source had before: a ``--replace`` load also ends their
-current edges (it states them again under the new name), but leaves their entity statements merged.
-
-Rows are read with Python's csv module (quoted fields allowed); a row that cannot be read is reported
-with its line number and skipped (a stray quote or an oversized field costs only its own line).
+"""TSV/CSV edge and node lists into entities and relations through a small declarative mapping (YAML;
+the format is described on :class:`Mapping`, the bundled ones are ingest/mappings/*.yaml).
 """
 
 from __future__ import annotations
@@ -50,6 +27,9 @@ class MappingError(InvalidInput):
 
 
 class Value(BaseModel):
+    """``{column: C}`` (optionally ``map`` from raw to value, ``prefix`` for bare ids, ``split`` to make a
+    list) or ``{value: V}``."""
+
     model_config = ConfigDict(extra="forbid")
     column: str | None = None
     value: str | None = None
@@ -100,6 +80,24 @@ class EdgeSpec(BaseModel):
 
 
 class Mapping(BaseModel):
+    """The columns that make entities (``nodes``) and relations (``edges``)::
+
+        name: pharmacotherapydb
+        source: pharmacotherapydb:1.0
+        delimiter: "\\t"
+        edges:
+          - subject: {column: drugbank_id}              # ids go through the CURIE normaliser
+            object: {column: doid_id}
+            type: {column: category, map: {DM: TREATS, SYM: PALLIATES, NOT: TREATS}}
+            negated: {column: category, map: {NOT: "true"}}
+            subject_node: {name: {column: drug}, category: {value: Drug}}   # create/merge endpoint entities
+            object_node: {name: {column: disease}, category: {value: Disease}}
+            evidence: [category, n_curators, n_resources]
+
+    ``{file}`` in ``source`` stands for the file's name (``source_for``), for a mapping of several files
+    each the whole of a source of its own (``doid-reports/{file}``). ``former_sources``: names the source
+    had before; a ``--replace`` load also ends their current edges, but leaves their entity statements."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
     source: str

@@ -1,34 +1,6 @@
-"""Radiology report collections into the graph and the passage indexes.
-
-A report (the Indiana University chest X-ray collection, Open-i, in its Kaggle CSV layout) becomes
-what a PubMed abstract becomes, so search, QA and citations treat both alike:
-
-* ``Document`` ``IUXR:<uid>`` (name = "Chest X-ray report <uid>: <indication, shortened>",
-  description = the citation, e.g. "Indiana University chest X-ray collection (Open-i), report 2.")
-  ``-HAS_PASSAGE->`` ``Passage`` ``IUXR:<uid>#s<n>`` ``-MENTIONS->`` entity. The passages come from
-  the labelled sections INDICATION, COMPARISON, FINDINGS and IMPRESSION through the PubMed passage
-  splitter (``ingest.pubmed.passages``), so ids, sentence numbering and span offsets mean the same.
-  A MENTIONS edge of a report also says ``"negated": true`` in its evidence when every mention of the
-  entity in that passage follows a negation cue in its sentence ("No pneumothorax or large pleural
-  effusion."): reports mention far more findings as absent than as present.
-* ``Document -HAS_FINDING-> entity`` for each term of the report's MeSH column that the linker links
-  (its main heading: "Cardiomegaly/borderline" links "Cardiomegaly", inverted headings are tried
-  as written and turned round, "Aorta, Thoracic" -> "Thoracic Aorta"); the evidence keeps the terms,
-  their qualifiers ("borderline"), the matched text and whether the match covered the whole heading.
-  "normal" and "No Indexing" add nothing.
-* the passages into the dense and BM25 indexes, and a ``DocumentRecord`` (title = the name, journal
-  = the collection, year None) holding the content fingerprint;
-* the report itself, section by section, into ``reports.sqlite`` next to the text index
-  (:class:`ReportStore`): report generation reads indication, findings and impression of similar
-  reports from there (the passage records carry no section labels, and a passage may span sections).
-
-No ``CO_MENTIONED`` edges are written for reports: most co-occurrences in a report are of findings
-listed as absent, and the fact renderer reads CO_MENTIONED sentence ids as PubMed ids.
-
-Unchanged reports are skipped by a content fingerprint (written last, after the graph checkpoint,
-the index commit and the report table), so loading the same file twice changes nothing. A changed
-report replaces its passages: passages that no longer exist are retired (obsolete, edges ended,
-removed from the indexes), and MENTIONS / HAS_FINDING edges the new text no longer supports end.
+"""Radiology report collections (the IU chest X-ray CSV, Open-i) into the graph, the passage indexes and a
+report table. A report becomes what a PubMed abstract becomes (document, passages, mentions), so
+search, QA and citations treat both alike.
 """
 
 from __future__ import annotations
@@ -429,6 +401,15 @@ class _Prepared:
 
 
 class ReportLoader:
+    """Loads reports: ``Document`` ``IUXR:<uid>`` -HAS_PASSAGE-> ``Passage`` -MENTIONS-> entity (passages
+    from the labelled sections through the PubMed passage splitter, so ids and spans mean the same),
+    ``Document -HAS_FINDING->`` the linked main headings of the MeSH column, the passages into the text
+    index with a ``DocumentRecord``, and the report into the ``ReportStore``. Unchanged reports are
+    skipped by their content fingerprint, written last; a changed one replaces its passages and edges.
+
+    No ``CO_MENTIONED`` edges for reports: most co-occurrences in a report are of findings listed as
+    absent, and the fact renderer reads CO_MENTIONED sentence ids as PubMed ids."""
+
     def __init__(
         self,
         store: BaseGraphStore,
@@ -740,7 +721,8 @@ class ReportLoader:
 
     def _mention_edges(self, item: _Prepared) -> list[Relation]:
         """One MENTIONS edge per (passage, entity): spans relative to the passage, the best surface
-        text, how it was linked, its score, and ``negated`` when every mention is negated."""
+        text, how it was linked, its score, and ``negated`` when every mention is negated (reports
+        mention far more findings as absent than as present)."""
         grouped: dict[tuple[str, str], list[tuple[Mention, bool]]] = defaultdict(list)
         text = item.text.text
         for mention in item.mentions:

@@ -1,34 +1,5 @@
-"""PubMed records into the graph and the passage indexes.
-
-For each batch of articles: parse the text once (sentences, abbreviations), cut passages, link
-entities, and write
-
-* ``Document`` (``PMID:123``, name = title, description = the citation) ``-HAS_PASSAGE->``
-  ``Passage`` (``PMID:123#s4``, description = its text) ``-MENTIONS->`` entity, the edge carrying
-  the character spans within the passage, the surface text, how it was linked and a score;
-* ``Document -HAS_MESH_TERM-> MESH:D…`` for each MeSH heading with a descriptor UI;
-* ``CO_MENTIONED`` between entities linked in the same sentence, evidence = the sentence ids (the
-  first ``MAX_EVIDENCE``), count = how many, across documents;
-* the passages into the dense and BM25 indexes, and the citation record.
-
-Unchanged articles are skipped by a content fingerprint (kept with the citation record, written
-after the graph writes are checkpointed and the indexes saved, every ``checkpoint_every`` articles),
-so re-running a load adds nothing and an interrupted load resumes from its last checkpoint. Citation
-records waiting for the next checkpoint count as stored: a later version of the article compares with
-them, and a deletion or a retraction that comes before they are written is applied to them. A
-changed article replaces its passages: those that no longer exist are retired (marked obsolete,
-their edges invalidated, removed from the indexes). A ``DeleteCitation`` does the same for the whole
-document; a retraction flags the document and its passages.
-
-What a document links (its ``MENTIONS`` edges, its sentences in ``CO_MENTIONED`` evidence) changes
-by one rule whether it is loaded for the first time, loaded again changed, deleted or relinked
-(``_replace_links``): what it linked before is read back from its stored passages and their
-``MENTIONS`` spans, edges no longer found end, and its sentences in every pair's evidence are
-replaced, so counts stay exact past the listed sentence ids.
-
-The citation record also keeps the signature of the linker that linked the article. ``relink`` links
-loaded documents again from their stored passages when the linker has changed since (an ontology
-loaded after the literature, new linking rules): ``medkg relink``.
+"""PubMed records into the graph and the passage indexes: documents, passages, linked mentions,
+MeSH headings and co-mentions, loaded incrementally and resumably, and relinked when the linker changes.
 """
 
 from __future__ import annotations
@@ -113,6 +84,13 @@ def citation(article: Article) -> str:
 
 
 class PubmedLoader:
+    """Writes ``Document`` (``PMID:123``) -HAS_PASSAGE-> ``Passage`` (``PMID:123#s4``) -MENTIONS-> entity
+    (spans within the passage, surface text, method, score), ``Document -HAS_MESH_TERM-> MESH:D…``,
+    ``CO_MENTIONED`` between entities linked in one sentence (the first ``MAX_EVIDENCE`` sentence ids and
+    a count), and the passages into the text index with the citation record. Unchanged articles are
+    skipped by a content fingerprint kept with the citation record, written after each checkpoint, so a
+    re-run adds nothing and an interrupted load resumes from its last checkpoint."""
+
     def __init__(
         self,
         store: BaseGraphStore,
