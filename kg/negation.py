@@ -1,28 +1,6 @@
-"""Whether a mention in clinical text is negated: a small NegEx-style rule (Chapman et al. 2001).
-
-A mention is negated when a negation cue ("no", "without", "denies", "negative for" ...) stands before
-it in its sentence with nothing that ends the cue's scope in between ("but", "however", "with", a
-semicolon, a verb that states something new: "and reports", "developed" ...), or when its clause goes on
-to say it is absent ("seizures were absent", "hypotonia was not observed"). A cue inside parentheses
-closed before the mention negates nothing after them, and "absence of" negates only the concept right
-after it. Phrases that hold a cue word but negate nothing ("no change in cardiomegaly", "not
-only", double negatives: "not uncommonly") are ignored. "ruled out" negates either way, as in NegEx:
-what follows it where it opens its clause ("Ruled out pneumonia", "we ruled out", "was ruled out for
-MI"), what it follows otherwise ("pneumonia (was) ruled out, seizures persisted"); "rule out" and "r/o"
-ask a question (an indication), so they negate nothing and end a cue's scope. A colon ends a scope
-unless a cue stands right before it ("Denies: fever, chills"), and a negative value after a colon
-negates the mention before it ("Seizures: absent", "Fever: none", "Pneumothorax: no."). A sentence
-ends at ".", "!", "?" and at a line break, except one inside a wrapped sentence: the next line goes on
-in lower case ("No fever,\\ncough or\\nrash."); a blank line always ends one. Words inside the text's
-linked mentions are part of their concepts, not of the sentence: "face with broad temples" does not
-end a scope, nor does a term named with "no" open one (:func:`negated_mentions`). A "not" after another
-mention of its sentence qualifies that mention: its scope ends at the next comma ("Seizures that are not
-well controlled, and microcephaly"; "no" and "without" keep theirs: "seizures, no ataxia, ptosis or
-hypotonia"); and an aside in parentheses after a mention does not negate it ("Seizures (absent in
-sibling)"). Radiology reports use
-it for their MENTIONS evidence ("No pneumothorax or large pleural effusion."); the differential and the
-QA count a negated phenotype in a question or case text as excluded ("seizures and microcephaly, no
-hypotonia").
+"""Whether a mention in clinical text is negated: a small NegEx-style rule (Chapman et al. 2001). Radiology
+reports use it for their MENTIONS evidence ("No pneumothorax."); the differential and QA count a negated
+phenotype in a question or case text as excluded ("seizures and microcephaly, no hypotonia").
 """
 
 from __future__ import annotations
@@ -96,7 +74,13 @@ _HIDDEN = "\x00"
 
 def negated(before: str, after: str = "") -> bool:
     """Whether a mention whose sentence reads ``before`` up to it (and ``after`` from its end) is
-    negated."""
+    negated: a cue ("no", "without", "denies" ...) stands before it with nothing that ends the cue's scope
+    in between ("but", "with", a semicolon, a verb stating something new; a colon unless right after a
+    cue), or its clause goes on to say it is absent ("seizures were absent", "Fever: none"). Pseudo-
+    negations ("no change in") and cues in parentheses closed before it count for nothing; "absence of"
+    negates only the concept right after it; "ruled out" negates either way, as in NegEx, while "rule
+    out" and "r/o" ask a question and end a scope. A "not" after another mention of the sentence
+    qualifies that mention: its scope ends at the next comma."""
     scope = before
     for end in _SCOPE_END.finditer(before):
         if end.group().lower() == _EITHER_WAY:

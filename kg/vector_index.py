@@ -1,33 +1,5 @@
-"""Persistent FAISS vector indexes keyed by string ids.
-
-Design:
-
-* One index per kind (``entities``, ``passages``, ``images`` ...), stored in a directory as two files:
-  ``<name>.faiss`` (written by ``faiss.write_index``) and ``<name>.ids.json`` (the id map).
-* Vectors are L2-normalised float32, so inner product is cosine similarity.
-* FAISS only knows int64 ids; string ids (CURIEs such as ``HP:0001250`` or passage ids such as
-  ``PMID:123#s4``) are mapped to int64 ids from a counter kept in the id map. A replaced id keeps its int64 id.
-* Each id may carry a fingerprint (e.g. a hash of the embedded text): :meth:`VectorIndex.needs_update` tells a
-  caller which texts to embed, and :meth:`VectorIndex.upsert` skips ids whose fingerprint is unchanged.
-* The id map records a SHA-256 checksum of the index file, so a corrupt, truncated or mismatched index file is
-  detected when it is opened. Both files are written to temporary files, fsynced and moved into place.
-* The two files are committed as a pair: :meth:`VectorIndex.save` first moves the new id map to
-  ``<name>.ids.json.pending``, then the new index file to ``<name>.faiss`` (the commit point), then the pending id
-  map to ``<name>.ids.json``. A process killed between the last two renames leaves a new ``.faiss`` beside the old
-  id map; :meth:`VectorIndex.open` then finds the id map whose checksum matches the index file in the pending one
-  and opens the new content. Killed before the commit point, the old pair is intact (a stale pending file is
-  ignored: its checksum does not match, and the next save replaces it). So an interrupted save leaves the old
-  content or the new one, never a "corrupt" pair. The file names and the id-map format are those of earlier
-  versions, so pairs they saved open unchanged. Temporary files a killed save left behind are deleted by the
-  next :meth:`VectorIndex.open` once they are ten minutes old (a live save renames its own within seconds).
-* Up to ``flat_max`` vectors (default ~1M) the index is exact (``IndexIDMap2(IndexFlatIP)``). :meth:`rebuild`
-  switches to an ``IndexIVFFlat`` (inner product, nlist ~ 4*sqrt(n), hashtable direct map so vectors stay
-  retrievable and removable) when the index holds more than ``flat_max`` vectors, and back to flat below it.
-* ``model`` names what produced the vectors (a text embedding model, an image encoder's signature). The id map
-  records it, and :meth:`VectorIndex.open` refuses an index built by another model (``VectorIndexError``): its
-  vectors live in another space, and a query embedded by this model would find nonsense among them, even at the
-  same dimension. An id map without one (saved before it was recorded, or with ``model=None``) opens under any
-  model and records the model of the next save.
+"""Persistent FAISS vector indexes keyed by string ids (entities, passages, images): cosine search,
+fingerprints to skip unchanged vectors, crash-safe saves, and a stamp of the model that made the vectors.
 """
 
 from __future__ import annotations
@@ -76,7 +48,13 @@ def _fsync(path: Path) -> None:
 
 
 class VectorIndex:
-    """A FAISS index of normalised vectors keyed by string ids, persisted in ``directory``."""
+    """A FAISS index of normalised vectors keyed by string ids, persisted in ``directory`` as
+    ``<name>.faiss`` and ``<name>.ids.json`` (the id map: string id -> int64 FAISS id from a counter, a
+    replaced id keeping its own; fingerprints; the index file's SHA-256; the ``model``).
+
+    Vectors are L2-normalised float32, so inner product is cosine. ``model`` names what produced the
+    vectors: ``open`` refuses an index of another model (its vectors live in another space, even at the
+    same dimension); an id map without one opens under any model and records the next save's."""
 
     def __init__(
         self,
@@ -94,7 +72,7 @@ class VectorIndex:
             raise ValueError("dim, flat_max and nprobe must be positive")
         self.directory, self.name, self.dim = Path(directory), name, dim
         self.flat_max, self.nprobe = flat_max, nprobe
-        self.model = model  # what produced the vectors (module docstring); None: not checked
+        self.model = model  # what produced the vectors (class docstring); None: not checked
         self.index_path = self.directory / f"{name}.faiss"
         self.ids_path = self.directory / f"{name}.ids.json"
         self.pending_ids_path = self.directory / f"{name}.ids.json.pending"  # see save()
@@ -320,7 +298,8 @@ class VectorIndex:
             return None if fid is None else self._index.reconstruct(fid)
 
     def rebuild(self) -> None:
-        """Re-create the index from its stored vectors: exact flat up to ``flat_max`` vectors, IVF above."""
+        """Re-create the index from its stored vectors: exact flat up to ``flat_max`` vectors, IVF above
+        (nlist ~ 4*sqrt(n), a hashtable direct map so vectors stay retrievable and removable)."""
         with self._lock:
             fids = np.asarray(list(self._sids), dtype=np.int64)
             vectors = self._index.reconstruct_batch(fids) if len(fids) else np.zeros((0, self.dim), np.float32)
@@ -340,7 +319,10 @@ class VectorIndex:
     def save(self) -> None:
         """Atomically write the index and its id map as a pair (temp files in the same directory, fsync,
         os.replace): the id map goes to ``<name>.ids.json.pending``, the index file to ``<name>.faiss`` (the
-        commit point), then the pending id map to ``<name>.ids.json``; see the module docstring."""
+        commit point), then the pending id map to ``<name>.ids.json``. Killed between the last two renames,
+        ``open`` finds the pending id map whose checksum matches the new index file; killed before the
+        commit point, the old pair stands (a stale pending map does not match and is replaced next time).
+        File names and id-map format are those of earlier versions, so their pairs open unchanged."""
         with self._lock:
             self.directory.mkdir(parents=True, exist_ok=True)
             tmp_index, tmp_ids = self._tempfile(".faiss"), self._tempfile(".ids.json")
