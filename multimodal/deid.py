@@ -1,32 +1,6 @@
 """De-identification of DICOM data sets on ingest (DICOM PS3.15 Annex E, Basic Application Level
-Confidentiality Profile), applied before anything else is read from a file.
-
-What :func:`deidentify` does to a copy of the data set (the original is not touched):
-
-* removes the attributes of :data:`PHI_KEYWORDS` (names, identifiers, addresses, dates and times,
-  institution, device and station identifiers, free-text comments, ...) wherever they occur, also
-  inside sequences;
-* removes, as a safety net, every date, time, date-time and person name (VR DA, DT, TM, PN) at any
-  depth, listed there or not (e.g. ``DateTime`` in an acquisition context item, a name of a role the
-  list misses): no date is kept or shifted, no person name survives;
-* removes every private tag (no "Retain Safe Private" option), overlays (60xx) and curves (50xx)
-  (an overlay can carry burned-in text);
-* replaces every instance UID (Study, Series, SOP Instance, Frame of Reference, referenced
-  instances, ...) by its pseudonym from :class:`Pseudonymizer`: ``2.25.<HMAC-SHA256 of the UID>``,
-  stable for one key, so images of one study stay together and a re-ingest finds the same ids,
-  while the original UID cannot be recovered without the key. Registered UIDs (SOP classes,
-  transfer syntaxes, coding schemes) are not identifiers and are kept;
-* keeps patient sex, age, size, weight and ethnic group: under the *Retain Patient
-  Characteristics Option* (PS3.15 Table E.1-1, column "Rtn. Pat. Chars. Opt.") they are not
-  identifiers. An age above 89 years is reported as ``090Y`` (HIPAA Safe Harbor aggregates those);
-* keeps the study and series descriptions and the body part examined as under the *Clean
-  Descriptors Option*: the patient's name parts, IDs and accession number are scrubbed from them
-  (``[REMOVED]``), but free text is not otherwise analysed;
-* records ``PatientIdentityRemoved = YES`` and ``DeidentificationMethod``.
-
-Not done: pixel-level scrubbing. Text burned into the pixels (``BurnedInAnnotation = YES``, typical
-of ultrasound and secondary captures) stays in the image; :mod:`multimodal.dicom` records the flag
-so a caller can keep such images out of anything shown or exported.
+Confidentiality Profile with the Retain Patient Characteristics and Clean Descriptors options), applied
+before anything else is read from a file; keyed UID pseudonyms and the key that makes them.
 """
 
 from __future__ import annotations
@@ -541,7 +515,13 @@ def _scrub(ds: Dataset, pseudonymizer: Pseudonymizer, identifiers: list[str], en
 
 
 def deidentify(ds: Dataset, pseudonymizer: Pseudonymizer) -> Dataset:
-    """A de-identified copy of ``ds`` (basic profile; see the module docstring). ``ds`` is unchanged.
+    """A de-identified copy of ``ds`` (basic profile). ``ds`` is unchanged.
+
+    Removes ``PHI_KEYWORDS`` at any depth, every DA/DT/TM/PN element (listed or not), private tags,
+    overlays and curves; replaces instance UIDs by their ``Pseudonymizer`` pseudonyms (registered UIDs
+    are kept); keeps patient sex, age (over 89 as ``090Y``), size, weight and ethnic group, and the
+    study/series descriptions and body part with known identifiers scrubbed; records
+    ``PatientIdentityRemoved`` and ``DeidentificationMethod``.
 
     ``BurnedInAnnotation`` is kept: pixel-level scrubbing is not done, so the flag is what tells a
     caller that the pixels may show identifying text."""

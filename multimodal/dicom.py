@@ -1,23 +1,6 @@
-"""Reading DICOM files into de-identified, display-ready images.
-
-:func:`read_dicom` parses a file (or uploaded bytes) with pydicom, de-identifies the data set
-(:func:`multimodal.deid.deidentify`) before anything is taken from it, decodes one representative
-frame (the middle one of a multi-frame object) and turns it into a display-ready float32 array in
-[0, 1]:
-
-* greyscale: Modality LUT (rescale slope/intercept or a Modality LUT Sequence), then the VOI LUT or
-  the first window centre/width of the file; without a usable window, a robust 0.5-99.5 percentile
-  window. MONOCHROME1 is inverted so that bone is bright, as on MONOCHROME2. Enhanced multi-frame
-  objects take these values from their functional groups.
-* colour: YBR is converted to RGB (pydicom does it while decoding), palette colour goes through its
-  lookup table, and the result is scaled by its bit depth. Colour images are H x W x 3.
-
-Compressed pixel data is decoded by pydicom's plugins (pylibjpeg with -openjpeg, -libjpeg and -rle,
-or Pillow). What cannot be read raises :class:`DicomError` whose ``kind`` and message say why: not
-DICOM, empty, truncated, no pixel data (a DICOMDIR, a structured report, ...), a transfer syntax
-without an installed decoder (naming the plugin that would decode it), or pixel data that failed to
-decode. :func:`iter_dicom` walks files, folders and DICOMDIRs and yields one result per file; one bad
-file never stops the others. Log lines carry only pseudonymous ids, never paths or patient data.
+"""Reading DICOM files into de-identified, display-ready images: a file, an upload, a folder or a
+DICOMDIR in; a float32 image in [0, 1] with pseudonymous ids out, or a :class:`DicomError` saying why
+not. Log lines carry only pseudonymous ids, never paths or patient data.
 """
 
 from __future__ import annotations
@@ -395,7 +378,14 @@ def _burned_in(ds: Dataset) -> bool | None:
 
 
 def read_dicom(source: Path | str | bytes, pseudonymizer: Pseudonymizer) -> DicomImage:
-    """Read, de-identify and decode one DICOM file (a path) or upload (bytes); see the module docstring."""
+    """Read, de-identify and decode one DICOM file (a path) or upload (bytes).
+
+    The data set is de-identified (:func:`multimodal.deid.deidentify`) before anything is taken from it;
+    one representative frame (the middle one of a multi-frame object) is decoded (pydicom's plugins:
+    pylibjpeg, Pillow) and made display-ready: greyscale through the Modality LUT, then the VOI LUT or the
+    first window (else a 0.5-99.5 percentile window), MONOCHROME1 inverted; colour converted to RGB
+    (H x W x 3) and scaled by its bit depth. What cannot be read raises :class:`DicomError` (a missing
+    decoder names the plugin that would decode it)."""
     path: Path | None = None
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)

@@ -1,16 +1,6 @@
-"""The image index: a FAISS vector index of image embeddings plus a SQLite table of image metadata.
-
-Files in the index directory: ``<name>.faiss`` and ``<name>.ids.json`` (the vectors,
-:class:`kg.vector_index.VectorIndex`) and ``<name>.sqlite`` (one row per image: the de-identified
-metadata of :class:`multimodal.dicom.DicomImage`, the linked report and when it was added, and a
-display thumbnail of at most 256 pixels a side, which the web pages show when a prior study is
-cited). File paths are never stored (a path can hold a patient's name); ids are pseudonyms. No
-thumbnail is kept for an image whose header declares burned-in annotation, nor with
-``thumbnails=False`` (``MEDKG_IMAGE_THUMBNAILS=false``): opened so, the index deletes the thumbnails
-kept earlier, serves none, and an image added again loses the one it had.
-
-Each vector's fingerprint is a hash of the file's SHA-256 and the encoder's signature, so re-adding
-an unchanged image embeds nothing, and changing the encoder re-embeds everything.
+"""The image index: a FAISS vector index of image embeddings plus a SQLite table of de-identified image
+metadata and display thumbnails. File paths are never stored (a path can hold a patient's name); ids
+are pseudonyms.
 """
 
 from __future__ import annotations
@@ -156,7 +146,13 @@ def _record(row: sqlite3.Row) -> ImageRecord:
 
 class ImageIndex:
     """Image vectors (FAISS), metadata and display thumbnails (SQLite) in ``directory``; safe to
-    share between threads. ``thumbnails=False`` keeps no pixels at all."""
+    share between threads. Files: ``<name>.faiss`` + ``<name>.ids.json`` (the vectors) and ``<name>.sqlite``
+    (per image: metadata, the linked report, when it was added, a thumbnail of at most 256 pixels a side).
+
+    No thumbnail for an image whose header declares burned-in annotation. ``thumbnails=False`` keeps no
+    pixels at all: the thumbnails kept earlier are deleted, none is served, and one re-added loses its own.
+    A vector's fingerprint covers the file's SHA-256 and the encoder, so re-adding an unchanged image
+    embeds nothing and another encoder re-embeds everything."""
 
     def __init__(
         self, directory: Path | str, encoder: ImageEncoder, name: str = "images", thumbnails: bool = True
