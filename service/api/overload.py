@@ -1,15 +1,6 @@
-"""Load shedding: a bound on the requests the API works on at once.
-
-Past ``MEDKG_MAX_IN_FLIGHT`` requests in flight, a new request waits up to ``MEDKG_MAX_QUEUE_WAIT_S``
-for a slot, first come first served; if none frees up it gets::
-
-    503 {"error": "overloaded", "detail": "...", "status": 503}   with   Retry-After: 1
-
-so a server offered more than it can do answers quickly and keeps its latency for the requests it
-takes, instead of queueing without bound (every request slower, until clients time out). Health and
-readiness probes are never held back. Install it with :func:`install_overload_limit` before
-:func:`service.api.security.install_security`, which makes it the innermost middleware: a request
-has passed the key check, the rate limit and the body-size limit before it takes a slot.
+"""Load shedding: a bound on the requests the API works on at once. Past ``MEDKG_MAX_IN_FLIGHT``, a request
+waits up to ``MEDKG_MAX_QUEUE_WAIT_S`` for a slot, else gets 503 ``overloaded`` with ``Retry-After``: a
+server offered more than it can do answers quickly and keeps its latency, instead of queueing without bound.
 """
 
 from __future__ import annotations
@@ -135,7 +126,9 @@ class OverloadMiddleware:
 
 def install_overload_limit(app: FastAPI, settings: Settings) -> InFlightLimiter | None:
     """Add :class:`OverloadMiddleware` (``MEDKG_MAX_IN_FLIGHT`` 0: none) and keep its limiter on
-    ``app.state.overload``. Call it before ``install_security`` so that it sits innermost."""
+    ``app.state.overload``. Call it before ``install_security`` so that it sits innermost: a request has
+    passed the key check, the rate limit and the body-size limit before it takes a slot. Health and
+    readiness probes are never held back."""
     if settings.max_in_flight <= 0:
         app.state.overload = None
         return None

@@ -1,25 +1,6 @@
-"""Conversation memory for the clinician QA endpoint.
-
-A session keeps the last ``max_turns`` turns verbatim and a running summary of the turns that fell
-out of that window (one line per turn, built offline: the question, the first sentence of the answer
-and a few citation ids). It also keeps a *memory* of the entities the conversation touched, so that
-a follow-up such as "and what about its treatment?" can be expanded with them before retrieval
-(:func:`expand_query`).
-
-The memory model follows human memory (and spaced-repetition schedulers). Each item has a
-``strength`` fixed at ``last_seen``; its weight then decays exponentially with a half-life::
-
-    weight(now) = strength * 0.5 ** ((now - last_seen) / half_life_s)
-
-so an item not mentioned for one half-life counts half as much. Each time an item is used to expand
-a question (not merely read as a candidate) or mentioned again in a turn it is reinforced:
-``strength = weight(now) + 1``, ``last_seen = now``, ``recalls += 1``. An item used often therefore
-outlasts one mentioned once, even a slightly more recent one, and the weight orders the context
-carried into the next turn. Items whose weight falls below ``forget_below`` are forgotten (deleted).
-
-Sessions live in one SQLite file in the data dir (WAL mode), so they survive a restart, and expire
-``ttl_s`` after their last turn. The store is safe to share between threads: one connection guarded
-by a lock, each operation one transaction.
+"""Conversation memory for the clinician QA endpoint: the last turns verbatim, a running summary of
+older ones, and a decaying memory of the entities the conversation touched, used to expand a
+follow-up ("and what about its treatment?") before retrieval; kept in SQLite across restarts.
 """
 
 from __future__ import annotations
@@ -254,7 +235,15 @@ def expand_query(
 
 # ---- the store ---------------------------------------------------------------------------------
 class SessionStore:
-    """Sessions in one SQLite file; see the module docstring for the memory model."""
+    """Sessions in one SQLite file (WAL; one connection behind a lock, each operation one transaction),
+    expiring ``ttl_s`` after their last turn. A session keeps its last ``max_turns`` turns verbatim and a
+    one-line-per-turn summary of those that fell out of that window.
+
+    Memory (as in spaced-repetition schedulers): an item's weight is ``strength`` decayed with a
+    half-life from ``last_seen`` (``MemoryItem.weight``). Used to expand a question, or mentioned again,
+    it is reinforced: ``strength = weight(now) + 1``, ``last_seen = now``; so an item used often outlasts
+    one mentioned once, and the weight orders what is carried into the next turn. Items below
+    ``forget_below`` are deleted."""
 
     def __init__(
         self,

@@ -1,16 +1,5 @@
-"""Choosing what similar prior reports agree on.
-
-Nearest-neighbour report generation copies the closest prior report; taking what several close
-priors agree on is steadier (a single neighbour's idiosyncrasies are not copied):
-
-- :func:`consensus_text`: of the candidates (say, the impressions of the k most similar reports),
-  the one most similar to the others, each weighted by its report's similarity to the query (a
-  weighted medoid under ROUGE-L-style LCS overlap);
-- :func:`consensus_sentences`: sentences (findings) ranked by the total weight of the neighbours
-  that state them or a near-paraphrase (token-set Jaccard), kept when supported by more than one
-  neighbour or by the nearest. A sentence that negates what the other states is no paraphrase of it,
-  however many words they share: "There is no left pleural effusion." never supports "There is a
-  small left pleural effusion." (the negation rule of :mod:`kg.negation`).
+"""Choosing what similar prior reports agree on: steadier than copying the nearest prior report, whose
+idiosyncrasies would be copied with it.
 """
 
 from __future__ import annotations
@@ -43,6 +32,8 @@ class SupportedSentence:
 
 
 def consensus_text(candidates: Sequence[Candidate]) -> Candidate | None:
+    """The candidate (say, one of the k most similar reports' impressions) most similar to the others, each
+    weighted by its report's similarity to the query: a weighted medoid under ROUGE-L-style LCS overlap."""
     usable = [c for c in candidates if c.text.strip()]
     if not usable:
         return None
@@ -84,7 +75,9 @@ def consensus_sentences(
 ) -> list[SupportedSentence]:
     """``neighbours``: (weight, [(sentence, citation id), ...]) per similar report, nearest first. A
     sentence joins the first group whose first sentence shares at least ``similar`` of their words
-    (Jaccard) and does not contradict it (one negating what the other states)."""
+    (Jaccard) and does not contradict it (one negating what the other states): "There is no left pleural
+    effusion." never supports "There is a small left pleural effusion.". Sentences are ranked by the total
+    weight of the neighbours that state them, kept when more than one supports them or the nearest does."""
     clusters: list[tuple[frozenset[str], frozenset[str], SupportedSentence, set[int]]] = []
     for n, (weight, sentences) in enumerate(neighbours):
         for sentence, source in sentences:
