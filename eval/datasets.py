@@ -1,23 +1,6 @@
-"""Question-answering benchmarks as one :class:`Item` model.
-
-Layouts read (the files in ../shared/data and the MIRAGE benchmark file):
-
-- **MedQA-USMLE, MedMCQA, MMLU-Med** (medagents-benchmark JSONL): one JSON object a line with
-  ``question``, ``options`` (``{"A": ..., "D"/"E": ...}``), ``answer_idx`` (the key of the right
-  option; ``answer`` - the key or the option's text - is accepted when ``answer_idx`` is absent),
-  an id in ``realidx`` (or ``id``), and ``subject`` (MMLU) or ``meta_info`` (MedQA: step1 /
-  step2&3) for the per-subject breakdown;
-- **PubMedQA** (PQA-L ``ori_pqal.json``): ``{PMID: {QUESTION, CONTEXTS, LABELS, final_decision}}``;
-  the answer is yes / no / maybe, the context the abstract without its conclusion (``LONG_ANSWER``
-  is never read: it is the authors' answer);
-- **KG-RAG** (BaranziniLab) ``mcq_questions.csv`` (``text``, ``options_combined``,
-  ``correct_node``; the options get the letters A-E in the order listed) and
-  ``true_false_questions.csv`` (``text``, ``label`` True/False);
-- **MIRAGE** ``benchmark.json``: ``{dataset: {id: {question, options, answer}}}``; yes/no/maybe
-  option sets (PubMedQA*, BioASQ) become yes/no/maybe items.
-
-A malformed record is reported as an :class:`Issue` (file, line or id, reason) and skipped; the
-others load. A file that cannot be read at all raises :class:`DatasetError`.
+"""Question-answering benchmarks (MedQA, MedMCQA, MMLU-Med, PubMedQA, KG-RAG, MIRAGE) read into one
+:class:`Item` model. A malformed record is reported as an :class:`Issue` and skipped; a file that
+cannot be read at all raises :class:`DatasetError`.
 """
 
 from __future__ import annotations
@@ -201,7 +184,9 @@ def _mcq_item(record: Any, dataset: str, fallback_id: str) -> Item:
 
 
 def load_jsonl_mcq(path: Path, dataset: str) -> LoadResult:
-    """MedQA / MedMCQA / MMLU-Med JSONL (one question a line)."""
+    """MedQA / MedMCQA / MMLU-Med JSONL (medagents-benchmark layout, one question a line): ``question``,
+    ``options``, ``answer_idx`` (else ``answer``: the key or the option's text), an id in ``realidx`` (or
+    ``id``), and ``subject`` or ``meta_info`` for the per-subject breakdown."""
     out = _Collector(path)
     for n, line in enumerate(_read_text(path).splitlines(), 1):
         if not line.strip():
@@ -251,8 +236,9 @@ def _pubmedqa_item(pmid: str, entry: Any) -> Item:
 
 
 def load_pubmedqa(path: Path, with_context: bool = True) -> LoadResult:
-    """PubMedQA PQA-L (``{PMID: {...}}``); ``with_context=False`` drops the abstracts (the
-    "reasoning-free" setting: the question alone)."""
+    """PubMedQA PQA-L (``{PMID: {QUESTION, CONTEXTS, LABELS, final_decision}}``): yes / no / maybe, the
+    context the abstract without its conclusion (``LONG_ANSWER``, the authors' answer, is never read);
+    ``with_context=False`` drops the abstracts (the "reasoning-free" setting: the question alone)."""
     try:
         raw = json.loads(_read_text(path))
     except ValueError as exc:
@@ -313,6 +299,8 @@ def _kgrag_mcq_item(row: dict[str, str], out: _Collector, where: str) -> Item:
 
 
 def load_kgrag_mcq(path: Path) -> LoadResult:
+    """KG-RAG's ``mcq_questions.csv`` (``text``, ``options_combined``, ``correct_node``); the options get
+    the letters A-E in the order listed."""
     out = _Collector(path)
     for line, row in _csv_rows(path):
         out.add(f"line {line}", lambda c, w, r=row: _kgrag_mcq_item(r, c, w))
@@ -338,6 +326,7 @@ def _kgrag_tf_item(row: dict[str, str]) -> Item:
 
 
 def load_kgrag_tf(path: Path) -> LoadResult:
+    """KG-RAG's ``true_false_questions.csv`` (``text``, ``label`` True/False)."""
     out = _Collector(path)
     for line, row in _csv_rows(path):
         out.add(f"line {line}", lambda _c, _w, r=row: _kgrag_tf_item(r))
@@ -373,7 +362,8 @@ def _mirage_item(dataset: str, qid: str, entry: Any) -> Item:
 
 
 def load_mirage(path: Path, datasets: Iterable[str] | None = None) -> LoadResult:
-    """MIRAGE's ``benchmark.json``; ``datasets``: only these (e.g. ``["medqa"]``)."""
+    """MIRAGE's ``benchmark.json`` (``{dataset: {id: {question, options, answer}}}``; yes/no/maybe option
+    sets, as in PubMedQA* and BioASQ, become yes/no/maybe items); ``datasets``: only these (e.g. ``["medqa"]``)."""
     try:
         raw = json.loads(_read_text(path))
     except ValueError as exc:

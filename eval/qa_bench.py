@@ -1,24 +1,6 @@
 """Benchmark runs: questions through one answer mode, per-question JSONL, metrics and a Markdown report
 (``medkg eval medqa FILE --mode offline``; likewise medmcqa, mmlu, pubmedqa, kgrag-mcq, kgrag-tf).
-
-Each run writes into the output folder (default ``eval-results``)::
-
-    <name>.jsonl         one line per question: what was asked, the evidence retrieved (ids), the answer
-                         given, whether it was parsed and right, citations, scores, tokens, latency
-    <name>.run.json      the run's configuration (a resumed run must match it)
-    <name>.metrics.json  accuracy with its 95% Wilson interval, per subject, parse rate, errors,
-                         prior decisions, latency p50/p95, prompt/completion/evidence tokens, over
-                         every answered question in the JSONL (a ``--limit`` run adds to them and
-                         does not replace the full run's figures)
-    summary.md           every run in the folder side by side (modes as rows), per-subject tables and
-                         the published reference numbers
-
-``<name>`` is ``<benchmark>-<mode>`` (``-nocontext`` for PubMedQA without its abstracts, ``-remote``
-over ``--url``). Runs resume: question ids already in the JSONL are skipped (errored ones are asked
-again), so an interrupted run continues where it stopped; ``--fresh`` starts over.
-
-The store is opened read-only (the embedded backend) and nothing is written to the data dir: the
-phenotype index is read from its cache or built in memory.
+Runs resume where they stopped; the store is opened read-only and nothing is written to the data dir.
 """
 
 from __future__ import annotations
@@ -229,7 +211,12 @@ def run(
     """Answer ``items`` (skipping those already answered in ``out_dir``), then write the metrics and
     the Markdown report; returns the metrics (with the paths written). The metrics cover every answered
     question of the configuration in its JSONL (earlier runs' too), so a run of a few items (``--limit``)
-    keeps the figures of the full run it shares a JSONL with."""
+    keeps the figures of the full run it shares a JSONL with.
+
+    Writes ``<name>.jsonl`` (per question: what was asked, evidence ids, answer, parsed, right, citations,
+    scores, tokens, latency), ``<name>.run.json`` (the configuration a resumed run must match),
+    ``<name>.metrics.json`` and ``summary.md`` (every run of the folder side by side, with the published
+    reference numbers). Ids already in the JSONL are skipped, errored ones asked again; ``fresh`` starts over."""
     out_dir.mkdir(parents=True, exist_ok=True)
     jsonl = out_dir / f"{config.name}.jsonl"
     run_file = out_dir / f"{config.name}.run.json"

@@ -1,24 +1,7 @@
 """Report quality on the IU chest X-ray reports (``python -m eval.report_generation [CSV]``).
 
-Each report of ../shared/data/iu_xray_reports/indiana_reports_dev.csv in turn is the "current
-study": its impression is generated from its indication and findings, with the report itself held
-out of the corpus (every other report is a prior), and compared with its own impression:
-
-- ROUGE-L F (LCS of word tokens, :mod:`kg.text_metrics`), the mean over reports;
-- keyword precision, recall and F1, micro-averaged over the corpus: the MeSH main headings of the
-  collection (its MeSH column's vocabulary, e.g. cardiomegaly, pleural effusion, atelectasis) found
-  in the generated vs the reference impression, each with its polarity ("no pneumothorax" is not
-  "pneumothorax": the negation rule of :mod:`kg.negation`); true positives, false positives and false
-  negatives are summed over all reports before dividing, so a report with no keyword on either side
-  adds nothing (a per-report F1 that counts "both empty" as 1.0 let an empty impression score above
-  every real one).
-
-Beside two baselines computed in the same run on the same reports and the same retrieval: the
-nearest neighbour's impression copied as it is (the nearest one a draft may take: not empty, no
-"XXXX" placeholder, as for medkg), and a constant answer, the most common normal impression
-(:data:`CONSTANT_IMPRESSION`) for every report. medkg's impression is the weighted medoid of the
-k nearest priors' impressions (:mod:`service.radiology.consensus`), each prior weighted by how much its
-findings resemble the study's (ROUGE-L; by its retrieval similarity when the study has no findings).
+Each report's impression is generated from its indication and findings with the report held out, and
+scored (ROUGE-L, keyword F1) against its own impression beside two baselines: docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -65,6 +48,8 @@ def _strip_citations(text: str) -> str:
     return re.sub(r"\s*\[[^\]]*\]", "", text).strip()
 
 
+# Keywords micro-averaged, so a report with no keyword on either side adds nothing: a per-report F1 that
+# counted "both empty" as 1.0 let an empty impression score above every real one.
 def scores(rows: list[dict], prefix: str) -> dict[str, float]:
     """One system's figures over the rows: mean ROUGE-L, and keyword precision, recall and F1
     micro-averaged (the rows' true/false positives and false negatives summed first)."""
@@ -78,6 +63,10 @@ def scores(rows: list[dict], prefix: str) -> dict[str, float]:
 
 
 def evaluate(generator, reports: list[tuple[str, object]], k: int = 5, limit: int | None = None) -> dict:  # noqa: ANN001
+    """Each report with an impression in turn is the current study, every other report a prior: medkg's
+    impression (the weighted medoid of the ``k`` nearest priors' impressions), the nearest usable prior's
+    impression copied (baseline) and ``CONSTANT_IMPRESSION`` (baseline), each scored against the report's
+    own impression by ROUGE-L and by the collection's MeSH headings found, with their polarity."""
     vocabulary = heading_vocabulary([r.mesh for _, r in reports])  # type: ignore[attr-defined]
     cases = [(d, r) for d, r in reports if r.impression and (r.findings or r.indication)]  # type: ignore[attr-defined]
     cases = cases[:limit] if limit else cases
