@@ -1,22 +1,5 @@
-"""Entity linking, shared by ingest (passages) and query time (questions).
-
-Three sources of links, in order of trust:
-
-1. the **lexicon**: every name and synonym in the graph (documents and passages aside), tokenised by
-   the same scispacy tokenizer as the text and matched with a spaCy ``PhraseMatcher`` on normalised
-   tokens (case-folded, de-pluralised; short all-caps tokens keep their case so ``MS`` is not ``ms``).
-   Overlaps keep the longest match. A term that is some entity's *name* links to the entities with
-   that name; a term that is only a synonym links to the entities carrying it. A sentence written in
-   capitals ("NO ACUTE DISEASE. MILD CARDIOMEGALY.", a shouted title) is also matched as if in sentence
-   case, its short all-caps tokens read as words ("HEART ATTACK"); read as written, they still match
-   as abbreviations ("ASD", "T2DM"), except a lone token that is an ordinary word there, a word of the
-   lexicon's own terms ("LARGE" is not the gene; "NO", "ALL", stop words, are never terms alone).
-2. **local abbreviations**: scispacy's ``AbbreviationDetector`` pairs a short form with its long form
-   ("Marfan syndrome (MFS)"); every occurrence of the short form in that document links to what the
-   long form links to, overriding any global meaning of the short form.
-3. the **entity vector index**, for near misses: a long form, an NER span (when an NER model is
-   configured) or, for a query, the question and its uncovered noun-ish chunks that the lexicon did
-   not match are embedded and linked to the nearest entity when the cosine clears ``threshold``.
+"""Entity linking, shared by ingest (passages) and query time (questions): the graph's names and
+synonyms as a lexicon, local abbreviations, and the entity vector index for near misses.
 """
 
 from __future__ import annotations
@@ -178,6 +161,13 @@ class Lexicon:
 
 
 class EntityLinker:
+    """Links text to entities from three sources, in order of trust: the ``Lexicon`` (every name and
+    synonym, matched on normalised tokens, the longest of overlapping matches kept; a sentence in
+    capitals is also read in sentence case); local abbreviations (scispacy's ``AbbreviationDetector``:
+    a short form links to what its long form links to in that document, overriding its global meaning);
+    and the entity vector index for what the lexicon left (a long form, an NER span, a question's
+    uncovered chunks), linked when the cosine clears ``threshold``."""
+
     def __init__(
         self,
         nlp: Language,

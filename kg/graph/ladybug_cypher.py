@@ -1,18 +1,11 @@
 """Every Cypher statement the Ladybug adapter runs (Ladybug's dialect: typed tables, walk semantics).
-
-Values always travel as parameters. The only text assembled from pieces is the choice between
-fixed fragments below (direction arrows, optional filters) and the integer path length, which
-Ladybug's grammar wants as a literal.
-
-Measured on ladybug 0.22 (50k entities / 200k relations):
-* node lookups by a list of ids: ``UNWIND $ids AS i MATCH (e:Entity {id: i})`` takes 3-14 ms for
-  1-4,000 ids, while ``WHERE e.id IN $ids`` grows with the list (4,000 ids: 570 ms). Always UNWIND.
-* edges of a list of nodes: the UNWIND form has a large fixed cost (150 ms directed, 300 ms
-  undirected), the ``IN`` form costs ~0.2 ms per id (9 ids: 12 ms against 620 ms). So these
-  queries exist in both forms and :func:`by_ids` picks ``IN`` below ``EDGE_UNWIND_FROM`` ids.
-* returning named columns is ~3x faster than returning whole node or relationship values.
+Values always travel as parameters; the only text assembled from pieces is a choice of fixed fragments
+(direction arrows, optional filters) and the integer path length, which Ladybug's grammar wants as a literal.
 """
 
+# Edges of a list of nodes: the UNWIND form has a large fixed cost (150 ms directed, 300 ms undirected), the
+# IN form ~0.2 ms per id (9 ids: 12 ms against 620 ms; ladybug 0.22, 50k entities / 200k relations). So edge
+# queries exist in both forms and by_ids picks IN below this many ids.
 EDGE_UNWIND_FROM = 1000
 
 
@@ -53,6 +46,7 @@ RELATION_COLUMNS = (
 )
 
 
+# Named columns, not whole node or relationship values: ~3x faster to return (ladybug 0.22).
 def _project(var: str, columns: tuple[str, ...]) -> str:
     return ", ".join(f"{var}.{c}" for c in columns)
 
@@ -71,6 +65,8 @@ SCHEMA = [
         confidence DOUBLE, negated BOOLEAN, valid_from STRING, valid_to STRING)""",
 ]
 
+# Node lookups by a list of ids always UNWIND: 3-14 ms for 1-4,000 ids, where ``WHERE e.id IN $ids`` grows
+# with the list (4,000 ids: 570 ms; ladybug 0.22, 50k entities / 200k relations).
 FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) RETURN {E}"
 
 EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) RETURN e.id"

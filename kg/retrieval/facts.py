@@ -1,22 +1,6 @@
 """Knowledge-graph evidence for a question: the facts around its linked entities and the bounded
-paths between them, ranked against the question.
-
-Ranking follows the design (semantic triple ranking, then a BM25 rerank) at a cost a 100 ms answer
-can afford:
-
-1. every candidate fact ``(subject, type, object)`` is rendered as text ("Marfan syndrome has
-   phenotype Arachnodactyly") and scored by the cosine between the question's embedding and the
-   fact's embedding, composed from embeddings the system already holds: the entity index's vectors
-   of subject and object plus the (cached) embedding of the relation phrase, summed and normalised.
-   No model call per fact, so a hub with thousands of edges costs a matrix product;
-2. the best ``rerank_depth`` by cosine are reranked by reciprocal-rank fusion of the cosine order
-   and BM25 over the rendered texts (the question's exact words: drug names, "treat", numbers).
-
-Hubs: facts are fetched per linked entity up to ``per_entity`` edges; when an entity has more, the
-relation types the question is closest to (cosine to their phrases) are fetched on their own
-first, so "What drugs treat epilepsy?" sees every ``TREATS`` edge of epilepsy even though the
-seizure phenotype has thousands of ``HAS_PHENOTYPE`` edges.
-``SAME_AS`` hops are free: the facts of a linked entity's equivalents count as its own.
+paths between them, ranked against the question (semantic triple ranking, then a BM25 rerank) at a
+cost a 100 ms answer can afford.
 """
 
 from __future__ import annotations
@@ -204,6 +188,9 @@ class GraphEvidence:
         return vectors
 
     def _gather(self, seeds: Sequence[str], qvec: np.ndarray) -> tuple[dict[str, ScoredFact], dict[str, Entity]]:
+        """The facts around ``seeds``, up to ``per_entity`` edges each. From a hub, the relation types the
+        question is closest to are fetched on their own too, so "What drugs treat epilepsy?" sees every
+        ``TREATS`` edge of epilepsy. ``SAME_AS`` hops are free: an equivalent's facts count as the seed's."""
         types = self.fact_types()
         if not types:
             return {}, {}
@@ -258,8 +245,14 @@ class GraphEvidence:
     def rank(
         self, question: str, qvec: np.ndarray, facts: list[ScoredFact], entities: dict[str, Entity]
     ) -> list[ScoredFact]:
+        """Facts by the cosine of the question to each fact, then the best ``rerank_depth`` reranked by
+        reciprocal-rank fusion of that order and BM25 over the rendered facts (the question's exact words:
+        drug names, "treat", numbers)."""
         if not facts:
             return []
+        # A fact's vector is composed from vectors already held (both entities' and the relation phrase's,
+        # summed and normalised): no model call per fact, so a hub with thousands of edges costs one matrix
+        # product.
         vectors = self._entity_vectors(entities)
         composed = np.stack(
             [
