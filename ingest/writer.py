@@ -1,17 +1,5 @@
-"""Writes a loader's stream into the graph store in batches, with progress and a report.
-
-A loader yields :class:`Entity`, :class:`Relation`, :class:`Ended`, :class:`Problem` and ``(what, n)``
-counts. Entities are written as they come (in batches); relations are held until their batch is full
-and written after the entities seen so far, so a loader that yields a file's entities before its
-relations never loses an edge to ordering. Every write is an idempotent upsert: re-running a load
-(for example after it was interrupted) changes no counts. An :class:`Ended` fact (one a newer
-release of a source no longer states) is invalidated after the writes, never deleted: its edge gets a
-``valid_to`` and stays visible to history queries; ending it again changes nothing. A load that is a
-whole release says :class:`Supersedes`: after its writes, the current edges of the same family's
-older releases are ended the same way (a newer HPO release loaded over an older one leaves one
-current statement of each fact, not two), unless the load had problems: a line it could not read (a
-truncated file) may hold a fact it still states, so nothing is ended and the report says so. Under
-``Complete``, an entity's statement is replaced once per load; its rows in a later batch merge with it.
+"""Writes a loader's stream (entities, relations, ended facts, releases, problems, counts) into the graph
+store in batches, with progress and a report; every write is an idempotent upsert, so a re-run changes nothing.
 """
 
 from __future__ import annotations
@@ -107,7 +95,13 @@ def ingest(
     relation_batch: int = 200_000,
     link: bool = True,
 ) -> IngestSummary:
-    """Write ``items`` to ``store``; then (``link``) turn xrefs into ``SAME_AS`` edges."""
+    """Write ``items`` to ``store``; then (``link``) turn xrefs into ``SAME_AS`` edges.
+
+    Entities are written as they come, in batches; relations are held until their batch is full and
+    written after the entities seen so far, so a loader that yields a file's entities before its relations
+    never loses an edge to ordering. ``Ended``, ``Complete`` and ``Supersedes`` end edges after the writes
+    (a ``valid_to``, never a deletion); the last two only when the load had no problem: a line it could not
+    read may hold a fact it still states, so nothing is ended and the report says so."""
     report = IngestSummary(source=source)
     started = time.perf_counter()
     entities: list[Entity] = []

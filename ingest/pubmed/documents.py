@@ -1,16 +1,6 @@
-"""Articles from JSON documents: a JSON object PMID -> record, a JSON list of records, or JSON Lines.
-
-Two record layouts, keys matched case-insensitively:
-
-* PubMedQA (``{"QUESTION", "CONTEXTS", "LABELS", "MESHES", "YEAR", ...}``, keyed by PMID): CONTEXTS with their
-  LABELS become labelled sections, MESHES MeSH headings by name (``ui=None``), YEAR the year. There is no title
-  (``""``). The question and the answer fields (LONG_ANSWER is the abstract's conclusion) are not kept, so
-  the corpus does not hold the answers of the benchmark.
-* plain: the :class:`Article` fields, with conveniences: ``abstract`` as a string (one section) or a list,
-  ``mesh``/``authors`` as strings or objects, ``year`` as a number or a string.
-
-Each record is validated on its own: a bad one becomes a :class:`Problem` with its line (the JSONL line, or
-the line where the value starts in a JSON file) and, in a JSON object, its key; the rest loads.
+"""Articles from JSON documents: a JSON object PMID -> record, a JSON list of records, or JSON Lines, in
+the PubMedQA layout or as plain :class:`Article` fields. Each record is validated on its own: a bad one
+becomes a :class:`Problem` with its line (and key), the rest loads.
 """
 
 from __future__ import annotations
@@ -182,6 +172,10 @@ def _brief(exc: Exception) -> str:
 
 
 def _article(rec: dict[str, Any], key: str | None, where: str) -> Article:
+    """One record (keys already lower-cased). PubMedQA's: CONTEXTS with their LABELS become labelled
+    sections, MESHES headings by name, YEAR the year, no title; its question and answer fields are not
+    kept, so the corpus does not hold the benchmark's answers. Plain: the Article fields, ``abstract`` a
+    string or a list, ``mesh``/``authors`` strings or objects, ``year`` a number or a string."""
     pmid = rec.get("pmid", key)
     if pmid is None:
         raise ValueError("no PMID (neither a 'pmid' field nor a PMID key)")

@@ -1,20 +1,6 @@
-"""PubMed records fetched live from NCBI E-utilities: esearch for PMIDs, efetch for the XML records.
-
-Bio.Entrez's public functions hard-code ``https://eutils.ncbi.nlm.nih.gov`` in each call and keep their rate
-limit, retry count and identity (email, tool, api_key) in module globals, so requests are built here with the same
-rules as ``Bio.Entrez._build_request`` (identity parameters on every call, None values dropped, POST when there
-are 200 ids or more or the encoded parameters pass 1000 characters) against a per-client base URL; Bio.Entrez
-still parses the esearch answers (``Entrez.read``). Each client has its own rate limiter (3 requests/s, 10 with
-an API key, measured on the monotonic clock across threads) and retries 429, 5xx and connection errors with
-exponential backoff. An efetch batch is read whole before it is parsed, so a dropped connection mid-body is
-retried like any other failure and a record is never yielded twice; a batch that still fails becomes a
-:class:`Problem` and the next batch goes on.
-
-A checkpoint file (JSON lines, appended and fsynced) records the PMIDs delivered, and for
-:meth:`EntrezClient.search_and_fetch` the search result, so an interrupted run resumes where it stopped.
-With a :class:`Delivery`, PMIDs count as delivered only once the consumer says it has made them durable
-(the loader's checkpoint), so a resumed run fetches again whatever was handed out but not committed.
-Error texts never carry the API key.
+"""PubMed records fetched live from NCBI E-utilities: esearch for PMIDs, efetch for the XML records, with
+a rate limit per client (3 requests/s, 10 with an API key), retries, and a checkpoint file so an
+interrupted run resumes where it stopped. Error texts never carry the API key.
 """
 
 from __future__ import annotations
@@ -186,6 +172,8 @@ class EntrezClient:
     ) -> Iterator[Article | Deletion | Problem]:
         """The PubMed records of ``pmids``, fetched ``batch_size`` at a time.
 
+        A batch is read whole before it is parsed, so a connection dropped mid-body is retried like any other
+        failure and no record is yielded twice.
         A batch that fails after ``max_tries`` yields one Problem (HTTP status and id range); PMIDs that NCBI did
         not return yield one Problem per batch. With ``checkpoint``, PMIDs already delivered are skipped and each
         delivered PMID is recorded there: a whole batch once its last record has been taken, the records taken
@@ -268,6 +256,9 @@ class EntrezClient:
 
     # -- HTTP -----------------------------------------------------------------------------------------------
 
+    # Built here, not by Bio.Entrez's functions: they hard-code NCBI's URL and keep the rate limit, retries and
+    # identity in module globals. Same rules as ``Bio.Entrez._build_request``: identity on every call, None
+    # values dropped, POST from 200 ids or 1000 characters of parameters.
     def _request(self, utility: str, params: dict[str, str]) -> Request:
         full = {**params, "tool": self.tool, "email": self.email, "api_key": self.api_key}
         encoded = urlencode({k: v for k, v in full.items() if v is not None})
