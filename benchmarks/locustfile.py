@@ -1,19 +1,7 @@
-"""Locust traffic for ``benchmarks/load_test.py``: what clinicians send to ``medkg serve``.
+"""Locust traffic for ``benchmarks/load_test.py``: what clinicians send to ``medkg serve`` (the ``MIX`` of
+QA, search, entity look-ups and differentials), seeded per user so a run sends the same sequence every time.
 
-Each simulated clinician draws its requests from a seeded RNG (seed + its user number), so a run
-sends the same sequence every time: 40% ``POST /v1/qa`` (questions about diseases, phenotypes, genes
-and drugs, the README's among them), 25% ``POST /v1/search``, 20% ``GET /v1/entities?q=`` and 15%
-``POST /v1/differential`` (HPO terms, or a free-text description). Offline answers (extractive).
-
-Configured by the environment (``load_test.py`` sets it):
-
-- ``MEDKG_LOAD_KEY``: the API key sent as ``Authorization: Bearer``;
-- ``MEDKG_LOAD_RATE``: requests per second per user (``constant_throughput``); ``0``: back to back;
-- ``MEDKG_LOAD_SEED``: the seed (default 0);
-- ``MEDKG_LOAD_RECORD``: a JSON file written at exit with every request (start, latency, endpoint,
-  status, Retry-After, the error code of the body) and when the test started and stopped.
-
-Run alone: ``locust -f benchmarks/locustfile.py --headless -u 4 -r 4 -t 20s --host http://127.0.0.1:8000``.
+Alone: ``locust -f benchmarks/locustfile.py --headless -u 4 -r 4 -t 20s --host http://127.0.0.1:8000``.
 """
 
 from __future__ import annotations
@@ -33,9 +21,12 @@ from locust import FastHttpUser, constant, constant_throughput, events, task
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for benchmarks.load_test
 from benchmarks.load_test import DIFFERENTIALS, ENTITY_NAMES, MIX, QUESTIONS, SEARCHES  # noqa: E402
 
-KEY = os.environ.get("MEDKG_LOAD_KEY", "")
-RATE = float(os.environ.get("MEDKG_LOAD_RATE", "1"))
+# Configured by the environment (load_test.py sets it).
+KEY = os.environ.get("MEDKG_LOAD_KEY", "")  # sent as Authorization: Bearer
+RATE = float(os.environ.get("MEDKG_LOAD_RATE", "1"))  # requests per second per user; 0: back to back
 SEED = int(os.environ.get("MEDKG_LOAD_SEED", "0"))
+# A JSON file written at exit: every request (start, latency, endpoint, status, Retry-After, the body's
+# error code) and when the test started and stopped.
 RECORD = os.environ.get("MEDKG_LOAD_RECORD")
 
 _records: list[list[Any]] = []
