@@ -1,17 +1,16 @@
-"""The text embedder an evaluation uses: the configured one (``MEDKG_EMBEDDING_MODEL`` with its device
-and dtype), as the service builds it (``service/container.py``), so the figures measure the model the
-service runs and the similarity floor taken from the same settings belongs to it."""
+"""The text embedder an evaluation uses: the configured one, built by the service's own factory
+(:func:`kg.embedders.build_embedder`), so the figures measure the model the service runs and the
+similarity floor taken from the same settings belongs to it."""
 
 from __future__ import annotations
 
-from kg.embedders import TextEmbedder
+from kg.embedders import TextEmbedder, build_embedder
 from kg.settings import Settings, load_settings
 
 
 def configured_embedder(settings: Settings | None = None) -> TextEmbedder:
-    """A :class:`TextEmbedder` of ``settings`` (default: the environment's)."""
-    settings = settings or load_settings()
-    return TextEmbedder(settings.embedding_model, device=settings.embedding_device, dtype=settings.embedding_dtype)
+    """The embedder of ``settings``, which an evaluation's main() passes (default: the environment's)."""
+    return build_embedder(settings or load_settings())
 
 
 def describe(embedder: TextEmbedder) -> str:

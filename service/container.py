@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 from spacy.language import Language
 
 from kg.differential import PhenotypeIndex
-from kg.embedders import TextEmbedder
+from kg.embedders import TextEmbedder, build_embedder
 from kg.entity_index import EntityIndex
 from kg.errors import InvalidInput
-from kg.graph.base import BaseGraphStore
+from kg.graph import BaseGraphStore, build_graph_store
 from kg.linker import EntityLinker, Lexicon
 from kg.name_index import NameIndex
 from kg.nlp import build_pipeline
-from kg.settings import GraphBackend, Settings, load_settings
+from kg.settings import Settings, load_settings
 from kg.text_index import TextIndex
 from service.data_lock import DataDirLock
 
@@ -43,30 +43,6 @@ logger = logging.getLogger("medkg.container")
 
 #: Components :meth:`Container.close` keeps: models, which hold no open file or connection.
 _KEPT_ON_CLOSE = frozenset({"text_embedder", "nlp", "image_encoder"})
-
-
-def build_graph_store(settings: Settings) -> BaseGraphStore:
-    """Open the configured graph store (raises ``GraphStoreUnavailable`` with the reason)."""
-    batch = {"batch_size": settings.batch_size} if settings.batch_size else {}
-    if settings.graph_backend is GraphBackend.neo4j:
-        from kg.graph.neo4j_store import Neo4jGraphStore
-
-        return Neo4jGraphStore(
-            uri=settings.neo4j_uri,
-            user=settings.neo4j_user,
-            password=settings.neo4j_password.get_secret_value(),
-            database=settings.neo4j_database,
-            **batch,
-            connect_timeout_s=settings.neo4j_connect_timeout_s,
-        )
-    from kg.graph.ladybug_store import LadybugGraphStore
-
-    return LadybugGraphStore(
-        settings.ladybug_path,
-        buffer_pool_mb=settings.ladybug_buffer_pool_mb,
-        max_db_size_gb=settings.ladybug_max_db_size_gb,
-        **batch,
-    )
 
 
 class _CacheUnpickler(pickle.Unpickler):
@@ -122,9 +98,7 @@ class Container:
             import torch
 
             torch.set_num_threads(self.settings.torch_threads)
-        return TextEmbedder(
-            self.settings.embedding_model, device=self.settings.embedding_device, dtype=self.settings.embedding_dtype
-        )
+        return build_embedder(self.settings)
 
     @cached_property
     def entity_index(self) -> EntityIndex:

@@ -7,5 +7,6 @@ lives once, in :class:`~kg.graph.base.BaseGraphStore`.
 
 from kg.graph.base import BaseGraphStore
 from kg.graph.errors import GraphStoreError, GraphStoreUnavailable
+from kg.graph.factory import build_graph_store
 
-__all__ = ["BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable"]
+__all__ = ["BaseGraphStore", "GraphStoreError", "GraphStoreUnavailable", "build_graph_store"]

@@ -16,7 +16,7 @@ from typing import Any
 import ladybug
 import pyarrow as pa
 
-from kg.graph import ladybug_cypher as q
+import kg.graph.ladybug_cypher as q
 from kg.graph.base import BaseGraphStore
 from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreLocked, GraphStoreUnavailable
 from kg.graph.rows import key_rows

@@ -13,7 +13,7 @@ from typing import Any
 import neo4j
 from neo4j import exceptions as neo4j_errors
 
-from kg.graph import neo4j_cypher as q
+import kg.graph.neo4j_cypher as q
 from kg.graph.base import BaseGraphStore
 from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreUnavailable
 from kg.graph.rows import key_rows
