@@ -151,6 +151,7 @@ class TextEmbedder:
                     ]
         return self._counter
 
+
 def build_embedder(settings: Settings) -> TextEmbedder:
     """The configured text embedder: ``MEDKG_EMBEDDING_MODEL`` with its device and dtype (loaded on first use)."""
     return TextEmbedder(settings.embedding_model, device=settings.embedding_device, dtype=settings.embedding_dtype)
