@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kg.graph.base import BaseGraphStore
+if TYPE_CHECKING:
+    from kg.graph.base import BaseGraphStore
+    from kg.settings import Settings
 
 
 def write_results(path: Path | None, results: dict[str, Any]) -> None:
@@ -17,18 +18,19 @@ def write_results(path: Path | None, results: dict[str, Any]) -> None:
         path.write_text(json.dumps(results, indent=2))
 
 
-def neo4j_from_env() -> BaseGraphStore | None:
-    """The Neo4j named by MEDKG_NEO4J_* (cleared), or None with a printed reason when it is not set."""
-    if not os.environ.get("MEDKG_NEO4J_URI"):
+def neo4j_from_settings(settings: Settings) -> BaseGraphStore | None:
+    """The Neo4j that ``settings`` name (MEDKG_NEO4J_*), cleared, or None with a printed reason when
+    MEDKG_NEO4J_URI is not set."""
+    if "neo4j_uri" not in settings.model_fields_set:  # the default URI is no Neo4j to benchmark
         print("neo4j: skipped (MEDKG_NEO4J_URI not set; `.ci/neo4j.sh start && . .neo4j/env`)")
         return None
     from kg.graph.neo4j_store import Neo4jGraphStore
 
     store = Neo4jGraphStore(
-        os.environ["MEDKG_NEO4J_URI"],
-        os.environ.get("MEDKG_NEO4J_USER", "neo4j"),
-        os.environ.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
-        os.environ.get("MEDKG_NEO4J_DATABASE", "neo4j"),
+        settings.neo4j_uri,
+        settings.neo4j_user,
+        settings.neo4j_password.get_secret_value(),
+        settings.neo4j_database,
     )
     store.clear()
     return store

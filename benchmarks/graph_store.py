@@ -19,9 +19,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.common import neo4j_from_env, write_results
+from benchmarks.common import neo4j_from_settings, write_results
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
+from kg.settings import load_settings
 
 CATEGORIES = ["Disease", "Phenotype", "Gene", "Drug"]
 TYPES = ["HAS_PHENOTYPE", "ASSOCIATED_WITH", "TREATS", "IS_A", "INTERACTS_WITH"]
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                 finally:
                     store.close()
         elif backend == "neo4j":
-            store = neo4j_from_env()  # type: ignore[assignment]
+            store = neo4j_from_settings(load_settings())  # type: ignore[assignment]
             if store is None:
                 continue
             try:

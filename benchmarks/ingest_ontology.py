@@ -19,12 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import neo4j_from_env
+from benchmarks.common import neo4j_from_settings
 from ingest.hpo import hpo_items
 from ingest.summary import Problem
 from ingest.writer import ingest
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
+from kg.settings import load_settings
 
 
 def read_items(limit_relations: int | None) -> tuple[list, float, dict[str, int]]:
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 store: BaseGraphStore = LadybugGraphStore(Path(tmp) / "graph.lbug", buffer_pool_mb=2048)
             elif backend == "neo4j":
-                store = neo4j_from_env()  # type: ignore[assignment]
+                store = neo4j_from_settings(load_settings())  # type: ignore[assignment]
                 if store is None:
                     continue
             else:

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from benchmarks.common import neo4j_from_env, write_results
+from benchmarks.common import neo4j_from_settings, write_results
 from ingest.pubmed.model import Article
 from ingest.pubmed.readers import Record, detect_format, expand_paths, iter_records
 
@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             embedder, nlp = c.text_embedder, c.nlp
         if args.neo4j:
-            store = neo4j_from_env()
+            store = neo4j_from_settings(load_settings())
             if store is not None:
                 c = Container(load_settings(data_dir=tmp / "data-neo4j", graph_backend=GraphBackend.ladybug))
                 c.graph, c.text_embedder, c.nlp = store, embedder, nlp  # the cached parts, set by hand

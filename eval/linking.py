@@ -39,6 +39,7 @@ from kg.graph.ladybug_store import LadybugGraphStore
 from kg.linker import EntityLinker, Lexicon
 from kg.model import Entity
 from kg.nlp import build_pipeline
+from kg.settings import load_settings
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"  precision {m['precision']:.3f}  recall {m['recall']:.3f}  ({m['abstracts_per_s']} abstracts/s)"
             )
         if not args.skip_held_out:
-            embedder = configured_embedder()
+            embedder = configured_embedder(load_settings())
             print(describe(embedder))
             figures["held_out"] = h = held_out_eval(work, args.sample, args.seed, embedder)
             print(f"HPO synonyms held out of the lexicon and the embeddings: {h['held_out']} (seed {args.seed})")

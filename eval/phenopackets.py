@@ -506,9 +506,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.file} is absent (../shared/data/phenopackets)")
         return 2
     from ingest.hpo import hpo_items, hpo_release
-    from ingest.hpo_update import hpo3_release, hpo_update_items
+    from ingest.hpo_update import hpo3_path, hpo3_release, hpo_update_items
     from ingest.writer import ingest
     from kg.graph.ladybug_store import LadybugGraphStore
+    from kg.settings import load_settings
 
     with tempfile.TemporaryDirectory(prefix="medkg-eval-pp-") as tmp:
         store = LadybugGraphStore(Path(tmp) / "graph.lbug", buffer_pool_mb=2048, max_db_size_gb=16)
@@ -516,8 +517,9 @@ def main(argv: list[str] | None = None) -> int:
             ingest(store, hpo_items(), "hpo", progress=False)
             releases = [hpo_release()]
             if not args.no_hpo_update:
-                ingest(store, hpo_update_items(), "hpo-update", progress=False)
-                releases.append(hpo3_release())
+                hpo3 = hpo3_path(load_settings())
+                ingest(store, hpo_update_items(hpo3), "hpo-update", progress=False)
+                releases.append(hpo3_release(hpo3))
             print(f"HPO release(s): {' + '.join(releases)}")
             t0 = time.perf_counter()
             index = PhenotypeIndex.from_graph(store)
@@ -529,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
                 from eval.embedding import configured_embedder
                 from kg.entity_index import EntityIndex
 
-                embedder = configured_embedder()
+                embedder = configured_embedder(load_settings())
                 t0 = time.perf_counter()
                 index.embed_terms(store, EntityIndex(Path(tmp) / "indexes", embedder), progress=True)
                 print(f"term vectors: {embedder.signature} ({time.perf_counter() - t0:.1f} s)")

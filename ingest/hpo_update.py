@@ -41,6 +41,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingest.hpo import (
     ASPECT_TYPES,
@@ -57,7 +58,9 @@ from ingest.summary import Problem
 from ingest.writer import Ended, Item
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
-from kg.settings import load_settings
+
+if TYPE_CHECKING:
+    from kg.settings import Settings
 
 __all__ = ["HPO3_REQUIREMENT", "hpo3_path", "hpo3_release", "hpo_update_items", "why_not_applicable"]
 
@@ -92,9 +95,14 @@ for prefix, diseases in (("OMIM", Ontology.omim_diseases), ("ORPHA", Ontology.or
 """
 
 
-def hpo3_path() -> Path:
-    """Where hpo3 is installed on its own: ``MEDKG_HPO3_PATH``, else ``hpo3`` in this environment."""
-    return load_settings().hpo3_path or Path(sys.prefix) / "hpo3"
+def hpo3_path(settings: Settings | None = None) -> Path:
+    """Where hpo3 is installed on its own: ``settings.hpo3_path`` (``MEDKG_HPO3_PATH``), else ``hpo3`` in
+    this environment."""
+    if settings is None:  # transitional, until every caller passes the composition root's settings
+        from kg.settings import load_settings
+
+        settings = load_settings()
+    return settings.hpo3_path or Path(sys.prefix) / "hpo3"
 
 
 def _export(path: Path) -> Iterator[dict]:
