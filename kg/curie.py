@@ -1,10 +1,6 @@
-"""One normaliser for every source's spelling of an identifier.
-
-Every entity id in medkg is a CURIE such as ``HP:0001250``, ``OMIM:154700``, ``ORPHA:558``,
-``DOID:14330``, ``MESH:D008382``, ``DRUGBANK:DB00945``, ``NCBIGene:4313``, ``UMLS:C0024796`` or
-``PMID:31675180``. Sources spell these in many ways (``MIM:154700``, ``Orphanet:558``,
-``ORDO:558``, ``Gene::4313``, ``Disease::DOID:14330``, ``DB00945``, ``MSH:D008382``,
-``UMLS_CUI:C0024796``, OBO PURLs ...); :func:`normalize_curie` turns all of them into one form.
+"""One normaliser for every source's spelling of an identifier: ``MIM:154700``, ``Orphanet:558``,
+``Gene::4313``, ``DB00945``, OBO PURLs ... all become one CURIE (``OMIM:154700``, ``ORPHA:558``,
+``NCBIGene:4313``, ``DRUGBANK:DB00945``), the form of every entity id in medkg.
 """
 
 from __future__ import annotations

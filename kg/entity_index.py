@@ -1,10 +1,6 @@
-"""The entity vector index: every entity embedded as "name: description" so the linker can find
-entities by meaning ("fits" -> Seizure), kept in step with the graph incrementally.
-
-An entity without an ontology definition gets a description made from its name, category and
-synonyms (:func:`describe`); it is used for the embedding and shown by the API, never written back
-over a definition. Each vector carries a fingerprint of its text and model, so an update embeds
-only what is new or changed and removes what left the graph.
+"""The entity vector index: every entity embedded as "name: description" so the linker can find entities
+by meaning ("fits" -> Seizure), kept in step with the graph incrementally (a vector's fingerprint
+covers its text and the model, so an update embeds only what is new or changed).
 """
 
 from __future__ import annotations
@@ -34,7 +30,8 @@ def _words(category: str) -> str:
 
 
 def describe(entity: Entity) -> str:
-    """The entity's definition, or a description made from what the graph knows of it."""
+    """The entity's definition, or a description made from what the graph knows of it (used for the
+    embedding and shown by the API, never written back over a definition)."""
     if entity.description:
         return entity.description
     text = f"{entity.name} is a {_words(entity.category)}"

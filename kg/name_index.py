@@ -1,14 +1,7 @@
-"""Name completion: entities whose name or synonym starts with what was typed, or has a word that
-does ("seiz" finds "Seizure" and "Focal-onset seizure"). Built in memory from one scan of the graph
-(entity names and synonyms, obsolete entities left out); the web page's autocomplete uses it through
-``GET /v1/entities?q=...&match=prefix``.
-
-Every word start of every term is one entry of a sorted array, so the entries sharing a prefix are one
-range found by binary search. Candidates are ranked: the whole term starts with the query before a
-later word does, a name before a synonym, shorter terms first (then alphabetical). That order is
-precomputed as one integer per entry, so a query picks the best entries of its whole range with a
-partial sort: the ranking holds for any prefix, even one letter over a full ontology load, whose range
-is hundreds of thousands of entries."""
+"""Name completion: entities whose name or synonym starts with what was typed, or has a word that does
+("seiz" finds "Seizure" and "Focal-onset seizure"), for the web page's autocomplete
+(``GET /v1/entities?q=...&match=prefix``). Built in memory from one scan of the graph.
+"""
 
 from __future__ import annotations
 
@@ -60,6 +53,12 @@ class _Table:
 
 
 class NameIndex:
+    """Every word start of every term (names and synonyms of current entities) is one entry of a sorted
+    array, so the entries sharing a prefix are one range found by binary search. The ranking (the whole
+    term starts with the query before a later word does, a name before a synonym, shorter terms first,
+    then alphabetical) is one precomputed integer per entry, so a query takes the best of its whole range
+    with a partial sort, even a one-letter prefix over a full ontology load."""
+
     def __init__(self) -> None:
         self._all = _Table([], np.zeros(0, np.int32), np.zeros(0, np.int64))
         self._terms: list[str] = []

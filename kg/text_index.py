@@ -1,14 +1,6 @@
-"""The passage indexes: dense (FAISS) and lexical (BM25, ``bm25s``), fused by reciprocal rank.
-
-A small SQLite table in the index directory is the corpus of record (id, document, text, the text
-that was embedded, a retraction flag). Adding passages embeds only what is new or changed (each
-vector carries a fingerprint of the embedded text and the model), so re-adding a document costs
-nothing; removal is by passage or document id. BM25 has no incremental update, so it is rebuilt from
-the table on ``commit()`` when the table changed (20k passages: well under a second).
-
-``hybrid_search`` fuses the BM25 and dense rankings with reciprocal-rank fusion (k = 60) and drops
-passages whose cosine similarity to the question is below a floor: a keyword hit on an unrelated
-passage does not become evidence.
+"""The passage indexes: dense (FAISS) and lexical (BM25, ``bm25s``), fused by reciprocal rank, over a
+small SQLite table that is the corpus of record (id, document, text, embedded text, retraction flag)
+and the citation records of the documents.
 """
 
 from __future__ import annotations
@@ -151,6 +143,10 @@ class AddResult:
 
 
 class TextIndex:
+    """Passages in ``directory``: adding embeds only what is new or changed (a vector's fingerprint covers
+    the embedded text and the model), so re-adding a document costs nothing; removal is by passage or
+    document id."""
+
     def __init__(self, directory: Path, embedder: TextEmbedder, name: str = "passages") -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -433,6 +429,7 @@ class TextIndex:
         ids = [p for d in doc_ids for p in self.document_passages(d)]
         return self.remove(ids) if ids else 0
 
+    # BM25 has no incremental update: rebuilt from the table when it changed (20k passages: well under a second).
     def commit(self) -> None:
         """Persist the vectors and rebuild BM25 if the corpus changed (also after a crash: the
         table's stamp is compared with the one the BM25 files were built from)."""
@@ -584,7 +581,8 @@ class TextIndex:
         exclude_retracted: bool = False,
     ) -> list[SearchHit]:
         """The ``k`` best passages for ``query``. ``hybrid`` fuses BM25 and dense ranks (RRF) and keeps
-        only passages whose cosine to the query is at least ``floor``. ``vector``: the query's
+        only passages whose cosine to the query is at least ``floor`` (a keyword hit on an unrelated
+        passage does not become evidence). ``vector``: the query's
         embedding when the caller has it already. ``exclude_retracted``: passages of retracted
         articles are left out before the cut to ``k`` (an answer's evidence), not shown flagged."""
         if k <= 0:

@@ -1,13 +1,5 @@
-"""Text-overlap metrics for generated reports: ROUGE-L and keyword precision/recall/F1.
-
-ROUGE-L (Lin 2004) here is the sentence-level F-measure of the longest common subsequence of
-lower-cased word tokens (punctuation dropped), with beta = 1.2 as in the original ROUGE script's
-default for ROUGE-L; it is computed here (a few lines) rather than pulled in as a dependency.
-
-Keywords over a corpus are scored micro-averaged (:func:`keyword_counts`, :func:`micro_prf`): true
-positives, false positives and false negatives summed over all reports, so a report with no keyword on
-either side adds nothing (per-report :func:`prf` counts it as a perfect match, which rewards saying
-nothing).
+"""Text-overlap metrics for generated reports: ROUGE-L (computed here in a few lines rather than pulled
+in as a dependency) and keyword precision/recall/F1, micro-averaged over a corpus.
 """
 
 from __future__ import annotations
@@ -37,6 +29,8 @@ def _lcs(a: list[str], b: list[str]) -> int:
 
 
 def rouge_l(candidate: str, reference: str, beta: float = 1.2) -> float:
+    """ROUGE-L (Lin 2004): the sentence-level F-measure of the longest common subsequence of lower-cased
+    word tokens (punctuation dropped); beta = 1.2, the original ROUGE script's default for ROUGE-L."""
     c, r = tokens(candidate), tokens(reference)
     lcs = _lcs(c, r)
     if lcs == 0:
@@ -68,7 +62,8 @@ def keyword_counts(predicted: Iterable[str], reference: Iterable[str]) -> tuple[
 
 def micro_prf(counts: Iterable[tuple[int, int, int]]) -> tuple[float, float, float]:
     """Micro-averaged precision, recall and F1 of per-item (tp, fp, fn) counts: the counts summed over
-    the corpus first. Nothing predicted gives precision 0 (not 1): an empty prediction scores 0."""
+    the corpus first, so an item with no keyword on either side adds nothing (:func:`prf` counts it a
+    perfect match, which rewards saying nothing). Nothing predicted gives precision 0 (not 1)."""
     tp = fp = fn = 0
     for a, b, c in counts:
         tp, fp, fn = tp + a, fp + b, fn + c

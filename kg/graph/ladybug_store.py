@@ -1,8 +1,6 @@
-"""LadybugGraphStore: the embedded default (the ``ladybug`` package, an on-disk Cypher database).
-
-Writes go in bulk through ``COPY ... FROM`` an Arrow table with an explicit schema (type inference on
-empty lists would give LIST(ANY)); idempotence comes from :class:`BaseGraphStore` reading what is
-stored first, not from per-row MERGE, which Ladybug runs two orders of magnitude slower.
+"""LadybugGraphStore: the embedded default (the ``ladybug`` package, an on-disk Cypher database). Writes go
+in bulk through ``COPY ... FROM`` an Arrow table; idempotence comes from :class:`BaseGraphStore` reading
+what is stored first.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]
 
+# Explicit Arrow schemas: type inference on empty lists would give LIST(ANY).
 _STR = pa.string()
 _STR_LIST = pa.list_(pa.string())
 _ENTITY_SCHEMA = pa.schema(
@@ -221,6 +220,7 @@ class LadybugGraphStore(BaseGraphStore):
             params["category"] = category
         return [dict(zip(q.ENTITY_COLUMNS, row, strict=True)) for row in self._run(query, params)]
 
+    # Bulk COPY, not per-row MERGE, which Ladybug runs two orders of magnitude slower.
     def _copy(self, statement: str, arrow_table: pa.Table) -> None:
         # Ladybug's COPY scans the Python object that the statement names (`arrow_table`, a local here).
         self._execute(statement, {}, "ladybug bulk load failed")

@@ -1,12 +1,6 @@
-"""Every Cypher statement the Neo4j adapter runs (Neo4j 5.26: relationship types are real types,
-written and matched through 5.26's dynamic ``$(...)`` syntax, so even types travel as parameters).
-A relationship's subject and object are its start and end nodes (not copied into properties: a
-property named like a node key read in the same statement makes the planner add an Eager barrier,
-which made bulk writes ten times slower). Node lookups by id carry ``USING INDEX`` hints so that
-plans never fall back to scans on stale statistics (Neo4j re-plans at most every ~10 s).
-
-The only text assembled from pieces is the choice between fixed fragments below and the integer
-path length, which Cypher's grammar wants as a literal.
+"""Every Cypher statement the Neo4j adapter runs (Neo4j 5.26: relationship types are real types, written
+and matched through the dynamic ``$(...)`` syntax, so even types travel as parameters). The only text
+assembled from pieces is a choice of fixed fragments and the integer path length, which Cypher wants as a literal.
 """
 
 SCHEMA = [
@@ -16,8 +10,12 @@ SCHEMA = [
 ]
 
 _ENTITY = "e {.*} AS e"
+# A relationship's subject and object are its start and end nodes, not copied into properties: a property
+# named like a node key read in the same statement made the planner add an Eager barrier (bulk writes 10x slower).
 _REL = "r {.*, type: type(r), subject: startNode(r).id, object: endNode(r).id}"
 
+# Node lookups by id carry USING INDEX hints, so plans never fall back to scans on stale statistics (Neo4j
+# re-plans at most every ~10 s).
 FETCH_ENTITIES = f"UNWIND $ids AS i MATCH (e:Entity {{id: i}}) USING INDEX e:Entity(id) RETURN {_ENTITY}"
 
 EXISTING_IDS = "UNWIND $ids AS i MATCH (e:Entity {id: i}) USING INDEX e:Entity(id) RETURN e.id"

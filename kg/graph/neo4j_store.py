@@ -1,8 +1,6 @@
-"""Neo4jGraphStore: Neo4j 5.26 LTS over Bolt with the official ``neo4j`` driver.
-
-Batched ``UNWIND`` writes (``MERGE`` for entities; relations are created or updated by key),
-a uniqueness constraint on ``Entity.id``, parameters only.
-Connection and authentication failures become :class:`GraphStoreUnavailable` naming the URI.
+"""Neo4jGraphStore: Neo4j 5.26 LTS over Bolt with the official ``neo4j`` driver: batched ``UNWIND`` writes,
+a uniqueness constraint on ``Entity.id``, parameters only. Connection and authentication failures become
+:class:`GraphStoreUnavailable` naming the URI.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The evidence bundle: what an answer may cite, each item with a stable citation id.
-
-Citation ids name what they point at, so a reader can check them:
-
-- a passage of the literature: ``PMID:31675180#s4`` (the passage id of the text index);
-- a knowledge-graph fact: ``KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166`` (subject, type, object);
-- an imaging study: ``IMG:<pseudonymised uid>``.
+"""The evidence bundle: what an answer may cite, each item with a stable citation id that names what it
+points at, so a reader can check it (``PMID:31675180#s4``, ``KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166``,
+``IMG:<pseudonymised uid>``).
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ def fact_citation_id(subject: str, rel_type: str, object: str) -> str:
 
 @dataclass(frozen=True)
 class EvidenceItem:
-    id: str  # the citation id
+    id: str  # the citation id: a passage id, KG:<subject>-<type>-<object>, or IMG:<pseudonymised uid>
     kind: EvidenceKind
     text: str  # what the answer may state or quote (a rendered fact, a passage)
     title: str | None  # document title, or the fact in short
