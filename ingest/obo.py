@@ -1,10 +1,6 @@
-"""A streaming OBO 1.2/1.4 reader and its mapping to entities and relations.
-
-Written here rather than taken from pronto/obonet because a malformed stanza must be reported with
-its file and line and skipped while the rest loads; those libraries stop at the first syntax error.
-Terms map to :class:`Entity` (definition as description; EXACT and RELATED synonyms; xrefs and alt
-ids as xrefs; obsolete terms kept with ``obsolete=True``), ``is_a`` to ``IS_A``, typed
-``relationship:`` lines to their UPPER_SNAKE type, ``replaced_by`` to ``REPLACED_BY``.
+"""A streaming OBO 1.2/1.4 reader and its mapping to entities and relations. Written here rather than taken
+from pronto/obonet because a malformed stanza must be reported with its file and line and skipped while
+the rest loads; those libraries stop at the first syntax error.
 """
 
 from __future__ import annotations
@@ -282,7 +278,10 @@ def obo_items(
     categorize: dict[str, str] | None = None,
     replace: bool = False,
 ) -> Iterator[Entity | Relation | Complete | Problem | tuple[str, int]]:
-    """Entities, relations, problems and ``("terms", 1)``-style counts for one OBO file.
+    """Entities, relations, problems and ``("terms", 1)``-style counts for one OBO file: a term's
+    definition is its description, EXACT and RELATED synonyms its synonyms, xrefs and alt ids its xrefs
+    (obsolete terms kept, flagged); ``is_a`` becomes ``IS_A``, a typed ``relationship:`` its UPPER_SNAKE
+    type, ``replaced_by`` ``REPLACED_BY``.
 
     ``prefix`` keeps only terms of that prefix (others are counted as foreign); ``category`` names the
     entities' category (default: by prefix, else ``Concept``); ``categorize`` overrides it per id.

@@ -1,10 +1,6 @@
-"""MEDLINE text records (PubMed "Format: PubMed", .nbib, .medline): read with ``Bio.Medline.parse``.
-
-MEDLINE text carries MeSH names but no descriptor UIs, so headings get ``ui=None`` ("*" marks a major topic,
-"Name/*qualifier" a major qualifier). An abstract written "BACKGROUND: ... METHODS: ..." is split into
-labelled sections. ``Bio.Medline`` flattens the author tags, so the order of FAU/AU/CN/AD/AUID lines is tracked
-here while the lines stream past, to give each affiliation and ORCID to its author; the same tracking gives
-each record its starting line.
+"""MEDLINE text records (PubMed "Format: PubMed", .nbib, .medline), read with ``Bio.Medline.parse``; the
+order of the author lines, which Bio.Medline flattens, is tracked here as the lines stream past, to
+give each affiliation and ORCID to its author and each record its starting line.
 """
 
 from __future__ import annotations
@@ -178,7 +174,8 @@ def split_structured_abstract(text: str) -> list[Section]:
 
 
 def _mesh(term: str) -> MeshHeading:
-    """A MeSH term "*Name" or "Name/qualifier/*qualifier" -> heading; a "*" anywhere marks a major topic."""
+    """A MeSH term "*Name" or "Name/qualifier/*qualifier" -> heading; a "*" anywhere marks a major topic.
+    MEDLINE text carries no descriptor UIs, so ``ui`` is None."""
     descriptor, *qualifiers = term.split("/")
     major = "*" in term
     return MeshHeading(

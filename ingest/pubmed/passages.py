@@ -1,14 +1,5 @@
-"""An article's text as sentences and passages with stable ids.
-
-The title and the abstract sections (each prefixed by its label, "METHODS: ...") are joined by line
-breaks and parsed once, so abbreviations defined anywhere in the abstract resolve everywhere.
-Sentences are numbered from 0 (the title); a passage is a run of consecutive sentences of at most
-``max_words`` words (a longer sentence is a passage of its own), identified by its first sentence:
-``PMID:123#s4``. The ids only change when the text does.
-
-Passage size is a measured trade-off: on 2 CPU cores, MiniLM embeds a PubMed abstract (~290 tokens)
-at 18 abstracts/s as 40-word chunks, 29/s as 80-word, 30/s as 120-word and 36/s as 170-word chunks
-(bfloat16); 120 words (~170 tokens) stays inside the model's 256-token window with room for the title.
+"""An article's text as sentences and passages with stable ids (``PMID:123#s4``: a passage is named by
+its first sentence), which change only when the text does.
 """
 
 from __future__ import annotations
@@ -23,6 +14,8 @@ from ingest.pubmed.model import Article
 
 __all__ = ["ArticleText", "Sentence", "Passage", "article_text", "split_passages", "MAX_WORDS"]
 
+# Measured on 2 cores (MiniLM, bfloat16): an abstract embeds at 18/s as 40-word chunks, 30/s as 120-word,
+# 36/s as 170-word; 120 words (~170 tokens) stays inside the model's 256-token window with room for the title.
 MAX_WORDS = 120
 
 
@@ -72,6 +65,8 @@ class ArticleText:
 
 
 def article_text(article: Article) -> str:
+    """The title and the abstract sections (each prefixed by its label, "METHODS: ...") joined by line
+    breaks, to be parsed once, so abbreviations defined anywhere in the abstract resolve everywhere."""
     parts = [article.title.strip()] if article.title.strip() else []
     for section in article.sections:
         body = section.text.strip()
@@ -81,6 +76,8 @@ def article_text(article: Article) -> str:
 
 
 def split_passages(doc_id: str, doc: Doc, max_words: int = MAX_WORDS) -> ArticleText:
+    """Sentences numbered from 0 (the title), grouped into passages: runs of consecutive sentences of at
+    most ``max_words`` words (a longer sentence is a passage of its own)."""
     sentences: list[Sentence] = []
     for sent in doc.sents:
         text = sent.text

@@ -1,9 +1,6 @@
-"""One entry point for every PubMed record format: find the files, tell their format from their content, read.
-
-Formats are told from the first few KB (decompressed when gzip), not from the file name: PubMed XML
-(root ``PubmedArticleSet``/``PubmedBookArticleSet``, or a bare ``PubmedArticle``), MEDLINE text (first line
-``PMID- ``), JSON (``{``/``[``) and JSON Lines. Another file (an eSearchResult, a PMC article set, a list of
-PMIDs) yields one :class:`Problem` saying what it is, and is skipped.
+"""One entry point for every PubMed record format (PubMed XML, MEDLINE text, JSON, JSON Lines): find the
+files, tell their format from their content (never the file name), read. Another file (an eSearchResult,
+a PMC article set, a list of PMIDs) yields one :class:`Problem` saying what it is, and is skipped.
 """
 
 from __future__ import annotations
@@ -75,7 +72,9 @@ def _is_record_name(name: str) -> bool:
 
 
 def detect_format(path: str | Path) -> Format | None:
-    """The file's format from its first few KB, or None when it holds no PubMed records."""
+    """The file's format from its first few KB (decompressed when gzip), or None when it holds no PubMed
+    records: XML (root ``PubmedArticleSet``/``PubmedBookArticleSet``, or a bare ``PubmedArticle``), MEDLINE
+    (first line ``PMID- ``), JSON (``{``/``[``) or JSON Lines."""
     return _sniff(Path(path))[0]
 
 
