@@ -1,10 +1,6 @@
-"""Which studies may stand as priors for one another: the same kind of imaging of the same region.
-
-DICOM states both loosely. ``Modality`` splits projection radiography by detector (CR: a phosphor
-plate, DX: a digital detector), which says nothing about the study; ``BodyPartExamined`` has defined
-terms (PS3.16 CID 4031: CHEST, CSPINE, ABDOMENPELVIS ...) but devices and sites write synonyms and
-spellings of their own (THORAX, "C-SPINE", "CERVICAL SPINE", ABD). Both are reduced to one canonical
-value before they are compared; an unknown value (often not filled in) rules nothing out.
+"""Which studies may stand as priors for one another: the same kind of imaging of the same region. DICOM
+states both loosely (CR vs DX is the detector, not the study; sites spell body parts their own way),
+so both are reduced to one canonical value before they are compared; an unknown value rules nothing out.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Image encoders behind one interface: a training-free descriptor (the offline default) and any
-Hugging Face vision model through transformers.
-
-Every encoder takes display-ready images (float in [0, 1], H x W grey or H x W x 3 RGB, as
-:class:`multimodal.dicom.DicomImage.pixels`) and returns float32 rows of unit L2 norm, so inner
-product is cosine similarity. ``signature`` names what produced a vector; it is part of the
-fingerprints of stored vectors, so changing the encoder re-embeds everything.
+"""Image encoders behind one interface: a training-free descriptor (the offline default) and any Hugging
+Face vision model through transformers. Display-ready images in, float32 rows of unit norm out;
+``signature`` names the encoder and is part of stored vectors' fingerprints.
 """
 
 from __future__ import annotations
@@ -32,6 +28,10 @@ logger = logging.getLogger(__name__)
 
 @runtime_checkable
 class ImageEncoder(Protocol):
+    """Takes display-ready images (float in [0, 1], H x W grey or H x W x 3 RGB, as ``DicomImage.pixels``).
+    ``signature`` names what produced a vector; it is part of stored vectors' fingerprints, so changing the
+    encoder re-embeds everything."""
+
     name: str
     dimension: int
     signature: str

@@ -1,8 +1,6 @@
-"""Images in the knowledge graph: an image, its imaging study, its modality and body part as
-entities, joined by relations (see the data model in DESIGN.md: Image -> report Document, Entities).
-
-Every id is a pseudonym (``IMG:2.25...``, ``STUDY:2.25...``) or a code (``DCM:CT``,
-``BODYPART:CHEST``): nothing here identifies a patient.
+"""Images in the knowledge graph: an image, its imaging study, its modality and body part as entities,
+joined by relations (and an image to its report Document). Every id is a pseudonym (``IMG:2.25...``,
+``STUDY:2.25...``) or a code (``DCM:CT``, ``BODYPART:CHEST``): nothing here identifies a patient.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Loading DICOM studies: read and de-identify every file, embed into the image index, and write
-the Image / ImagingStudy / modality / body-part nodes; pair an image with its report when the
-caller knows the report of a file name (the IU collection names its images ``<uid>_IM-....dcm``).
-
-Idempotent: an unchanged file (same bytes, same encoder) embeds nothing and changes no count. One
-bad file is reported and the rest load. File paths are used for pairing only, never stored.
+"""Loading DICOM studies: read and de-identify every file, embed into the image index, write the Image /
+ImagingStudy / modality / body-part nodes, and pair an image with its report where the caller knows it.
 """
 
 from __future__ import annotations
@@ -144,6 +140,10 @@ def load_images(
     progress: bool = True,
     batch: int = 64,
 ) -> ImageLoadResult:
+    """Load the images of ``paths``; ``report_for(file_key(name))`` names an image's report, if any (the IU
+    collection names its images ``<uid>_IM-....dcm``). Idempotent: an unchanged file (same bytes, same
+    encoder) embeds nothing and changes no count. One bad file is reported and the rest load. File paths
+    are used for pairing only, never stored."""
     started = time.perf_counter()
     result = ImageLoadResult()
     pending: list[tuple[DicomImage, str | None]] = []
