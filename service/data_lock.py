@@ -1,13 +1,6 @@
-"""Who is using a data dir.
-
-Every process that opens a data dir (a :class:`service.container.Container` as ``medkg serve``, an
-ingest or any CLI command builds it) holds a *shared* lock on ``<data dir>/.in-use`` for as long as it
-keeps the data dir's indexes, tables or embedded store open; backup and restore take the lock
-*exclusively*, so they are refused while any such process runs, and a process that starts during a
-backup or restore is refused until it ends. The embedded graph store has a lock of its own, but it
-covers only the graph: with the Neo4j backend nothing else kept a backup from copying a FAISS index
-and its id map while a server was saving them. ``flock`` locks are released by the kernel when their
-process ends, so a killed process leaves nothing to clean up.
+"""Who is using a data dir: every process that opens it holds a shared lock on ``<data dir>/.in-use``;
+backup and restore take it exclusively, so they never copy indexes a live process is writing (the
+embedded store's own lock covers only the graph). A killed process's ``flock`` is released by the kernel.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Readiness: the stores answer and the models and indexes a question needs are loaded.
-
-Loading (embedding model, linker lexicon built from the graph, passage index, sessions) takes
-seconds to a minute on a large graph, so it runs in one background thread; ``report()`` starts it
-when nothing has, and says what is ready and what is not. A damaged index file is reported by name
-with how to rebuild it (``/readyz`` answers 503 "failed"); damaged caches (BM25 files, the phenotype
-pickle) are rebuilt by the load itself.
+"""Readiness: the stores answer and the models and indexes a question needs are loaded, in one
+background thread (seconds to a minute on a large graph). A damaged index file is reported by name with
+how to rebuild it; damaged caches (BM25 files, the phenotype pickle) are rebuilt by the load itself.
 """
 
 from __future__ import annotations
@@ -77,6 +73,7 @@ class Readiness:
                 self._thread.start()
 
     def report(self) -> dict[str, Any]:
+        """What is ready and what is not (the stores are asked each time); starts the load when nothing has."""
         c = self.container
         checks: dict[str, Any] = {}
         try:

@@ -1,14 +1,5 @@
-"""Citation checking: every id an answer cites must be in its evidence bundle.
-
-Inline citations are square brackets holding one or more ids ("[PMID:1#s2; KG:OMIM:154700-
-HAS_PHENOTYPE-HP:0001166]"). A bracket is a citation as soon as it holds one id-like token, however
-the ids are separated (";", ",", spaces, "and") and whatever else it holds ("[see PMID:1#s2]"), so no
-unchecked id can hide in it: the bracket is rewritten with its ids that the bundle holds, in order and
-once each, and the others are removed from the text and the cited list, and reported. Trailing
-punctuation is not part of an id ("[PMID:1#s2.]"), nor is case ("pmid:1#s2" is the bundle's
-"PMID:1#s2"), "PMID: 123" is the id "PMID:123", and a sentence
-range "PMID:1#s2-s4" (or "-4") stands for the bundle's ids in it. Brackets that hold no id-like token
-("[sic]", "[n = 12]") are left alone, and nothing outside a removed bracket is changed.
+"""Citation checking: every id an answer cites must be in its evidence bundle; the others are removed
+from the text and the cited list, and reported.
 """
 
 from __future__ import annotations
@@ -57,6 +48,13 @@ def _expand(token: str, allowed: dict[str, str]) -> list[str]:
 
 
 def check_citations(text: str, listed: Iterable[str], allowed: set[str]) -> CheckedCitations:
+    """Keep the cited ids (inline brackets of ``text``, then ``listed``) that ``allowed`` holds.
+
+    A bracket is a citation as soon as it holds one id-like token, whatever else it holds ("[see
+    PMID:1#s2]"), so no unchecked id hides in it: it is rewritten with its allowed ids, in order, once
+    each. Trailing punctuation and case are not part of an id, "PMID: 123" is "PMID:123", and a range
+    "PMID:1#s2-s4" stands for the bundle's ids in it. Brackets with no id-like token ("[sic]") and
+    everything outside a removed bracket are left alone."""
     by_key = {i.casefold(): i for i in allowed}
     dropped: list[str] = []
     cited: list[str] = []

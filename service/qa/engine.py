@@ -1,11 +1,6 @@
-"""The QA engine: a question (and its session) in, a cited answer out, every stage timed.
-
-1. session: the strongest memory items are recalled (which reinforces them); a follow-up is
-   expanded with them (``expanded_query``) and they join the linked entities as seeds;
-2. retrieval (:class:`kg.retrieval.retriever.Retriever`): linking, graph facts and paths,
-   passages, one evidence bundle within the token budget;
-3. answer: the LLM path when one is configured (or asked for), else the extractive composer;
-4. the turn is recorded in the session (its entities become memory items).
+"""The QA engine: a question (and its session) in, a cited answer out, every stage timed: the session's
+memory recalled (a follow-up expanded with it), retrieval into one evidence bundle, the answer (LLM or
+extractive), and the turn recorded in the session.
 """
 
 from __future__ import annotations
@@ -308,8 +303,12 @@ class QAEngine:
         image: DicomImage | None = None,
         image_id: str | None = None,
     ) -> QAResponse:
-        """``image`` (an uploaded study, read and de-identified) or ``image_id`` (an indexed one)
-        adds the most similar prior studies and their reports to the evidence."""
+        """Answer ``question``: the session's strongest memory items are recalled (which reinforces them),
+        expand a follow-up and join the linked entities as seeds; the ``Retriever`` makes one evidence bundle
+        within the token budget; the LLM answers when one is configured (or asked for), else the extractive
+        composer; the turn's entities become memory items. ``image`` (an uploaded study, read and
+        de-identified) or ``image_id`` (an indexed one) adds the most similar prior studies and their
+        reports to the evidence."""
         options = options or QAOptions()
         started = time.perf_counter()
         mode = self._mode(options.mode)

@@ -1,12 +1,6 @@
-"""The offline answer path: an extractive composer that states the best-supported knowledge-graph
-facts and quotes the best-supported literature sentences, every sentence cited, and abstains when
-nothing in the evidence reaches the support floor. It writes no sentence of its own beyond joining
-facts ("Marfan syndrome has phenotype Arachnodactyly [KG:...], Ectopia lentis [KG:...] ...").
-
-Support: a fact counts when its cosine to the question (see :mod:`kg.retrieval.facts`) reaches
-``fact_floor`` or it lies on a path between two entities of the question; a passage counts when
-its cosine reaches ``passage_floor`` and one of its sentences shares a content word with the
-question.
+"""The offline answer path: an extractive composer that states the best-supported knowledge-graph facts
+and quotes the best-supported literature sentences, every sentence cited, writing nothing of its own
+beyond joining facts; it abstains when nothing in the evidence reaches the support floor.
 """
 
 from __future__ import annotations
@@ -51,6 +45,10 @@ class _Group:
 
 
 class ExtractiveComposer:
+    """Support: a fact counts when its cosine to the question reaches ``fact_floor`` or it lies on a path
+    between two entities of the question; a passage counts when its cosine reaches ``passage_floor`` and
+    one of its sentences shares a content word with the question."""
+
     def __init__(
         self,
         fact_floor: float = 0.45,

@@ -1,13 +1,6 @@
-"""Radiology report drafts: the most similar prior studies and reports, plus knowledge-graph facts
-about the indication, composed into technique / findings / impression with citations.
-
-Priors come two ways: by image (nearest images in the image index whose report is linked) and by
-text (reports whose passages are nearest the indication, and the findings when given). Offline,
-the findings are the sentences several close priors agree on (:func:`consensus_sentences`) and the
-impression is the priors' weighted medoid impression (:func:`consensus_text`; when the study's findings
-are given, the priors weigh by how much their findings resemble them), each sentence citing
-the prior passages it came from; with an LLM the same evidence goes into a JSON-schema prompt and
-its citations are checked against it.
+"""Radiology report drafts: the most similar prior studies and reports (by image and by text), plus
+knowledge-graph facts about the indication, composed into technique / findings / impression with
+citations; offline from what the priors agree on, or by an LLM whose citations are checked.
 """
 
 from __future__ import annotations
@@ -193,6 +186,8 @@ class ReportGenerator:
         return [s for s in sentences if not _PLACEHOLDER.search(s)]
 
     def compose_findings(self, priors: Sequence[Prior], limit: int = 5) -> str:
+        """The findings sentences several close priors agree on (``consensus_sentences``), each citing
+        the prior passages it came from."""
         neighbours = [
             (p.score, [(s, p.cite(s)) for s in self._clean(split_sentences(p.report.findings or ""))]) for p in priors
         ]

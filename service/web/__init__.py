@@ -1,8 +1,7 @@
-"""The clinician web pages, served by the API app: ``/`` (ask), ``/reports``, ``/differential`` and
-``/eval``. Static files only (HTML, CSS, JS and the bundled cytoscape.js under ``static/vendor``), so
-the pages work offline; they call the JSON API with the API key the user enters (kept in the
-browser's session storage). The Content-Security-Policy allows scripts, images and requests from
-this origin only (styles may also be inline: cytoscape.js sizes its canvas with style attributes)."""
+"""The clinician web pages, served by the API app: ``/`` (ask), ``/reports``, ``/differential`` and ``/eval``.
+Static files only (cytoscape.js bundled under ``static/vendor``), so the pages work offline; they call the
+JSON API with the API key the user enters (kept in the browser's session storage).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +16,8 @@ __all__ = ["PAGES", "STATIC_PREFIX", "install_web"]
 HERE = Path(__file__).resolve().parent
 PAGES = {"/": "index.html", "/reports": "reports.html", "/differential": "differential.html", "/eval": "eval.html"}
 STATIC_PREFIX = "/static/"
+# Scripts, images and requests from this origin only; styles may also be inline (cytoscape.js sizes its
+# canvas with style attributes).
 CSP = (
     "default-src 'self'; img-src 'self' data: blob:; style-src 'self' 'unsafe-inline'; script-src 'self'; "
     "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"

@@ -1,10 +1,7 @@
-"""Charts of benchmark runs: accuracy by dataset and mode (with 95% Wilson intervals and chance), the
-latency distribution of each run, and the differential diagnosis runs (``medkg eval phenopackets``:
-top-k and MRR of medkg beside its baselines), as inline SVG. One renderer serves both the self-contained
-HTML report that ``medkg eval`` writes beside ``summary.md`` (``report.html``, also ``medkg eval
-plot DIR``) and the web page ``/eval`` (through ``GET /v1/eval/runs``).
-
-The SVG is built from escaped text only, so a run's names cannot inject markup into the page."""
+"""Charts of benchmark runs as inline SVG (accuracy by dataset and mode, latencies, differential runs
+beside their baselines), for both ``report.html`` of ``medkg eval`` and the web page ``/eval``. Built
+from escaped text only, so a run's names cannot inject markup into the page.
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Question answering over HTTP: ``POST /v1/qa`` answers with citations, as JSON or, with
-``"stream": true`` (or ``Accept: text/event-stream``), as server-sent events.
-
-The body is JSON (``QARequest``), or ``multipart/form-data`` with an attached DICOM study: fields
-``question``, ``session_id``, ``options`` (JSON text), ``stream`` and the file part ``file``; the
-most similar prior studies and their reports then join the evidence (``IMG:`` citations).
+"""Question answering over HTTP: ``POST /v1/qa`` answers with citations, as JSON or, with ``"stream": true``
+(or ``Accept: text/event-stream``), as server-sent events; a DICOM study may be attached (multipart).
 """
 
 from __future__ import annotations
@@ -48,6 +44,8 @@ def _invalid(exc: ValidationError) -> HTTPException:
 
 
 async def _read_request(c: Container, request: Request) -> tuple[QARequest, DicomImage | None]:
+    """A JSON ``QARequest``, or ``multipart/form-data`` with its fields (``options`` as JSON text) and the
+    DICOM study in the file part ``file``, read and de-identified."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type == "multipart/form-data":
         form = await request.form()
