@@ -1,11 +1,5 @@
-"""The prompts of the benchmark runs (kept apart from the code that sends them).
-
-One system prompt per answer kind (multiple choice, yes/no/maybe, true/false); the user message
-holds the question, the item's own context (PubMedQA's abstract), the retrieved evidence in the
-``rag`` and ``kg-rag`` modes, and the options. The answer is a JSON object
-``{"explanation": ..., "answer": <option key>}``: the schema lists the explanation first so a model
-that writes in order reasons before it commits (the chain-of-thought setting of MIRAGE), and the
-answer is an enum of the item's option keys.
+"""The prompts of the benchmark runs (kept apart from the code that sends them): one system prompt per
+answer kind (multiple choice, yes/no/maybe, true/false), the user message, and the JSON answer schema.
 """
 
 from __future__ import annotations
@@ -43,6 +37,8 @@ _EVIDENCE_NOTE = (
 
 
 def answer_schema(keys: Sequence[str]) -> dict[str, Any]:
+    """``{"explanation": ..., "answer": <one of keys>}``: the explanation comes first so a model that writes
+    in order reasons before it commits (MIRAGE's chain-of-thought setting)."""
     return {
         "type": "object",
         "properties": {

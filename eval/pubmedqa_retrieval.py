@@ -1,12 +1,7 @@
 """Retrieval quality on PubMedQA (``python -m eval.pubmedqa_retrieval``).
 
-All abstracts of the PubMedQA file (plus, as distractors, the abstracts in ../shared/data/pubmed_xml)
-become the corpus, ingested the way ``medkg ingest docs`` does
-(sentences, passages, embeddings, BM25); each question is then searched and the rank of its own
-abstract (the first passage of the gold PMID among the ranked passages) gives Recall@1, Recall@5 and
-MRR, for BM25 alone, dense alone and the hybrid (reciprocal-rank fusion), side by side. The hybrid is
-shown without a similarity floor (pure ranking quality) and with the configured floor (what the
-service returns; a floor can only lose recall, it exists to abstain on off-topic questions).
+Recall@1, Recall@5 and MRR of each question's own abstract among PubMed distractors, for BM25, dense
+and hybrid retrieval side by side; the figures are in docs/evaluation.md#retrieval.
 """
 
 from __future__ import annotations
@@ -35,6 +30,10 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 def evaluate(
     path: Path, embedder: TextEmbedder, floor: float, distractors: list[Path], depth: int = 50
 ) -> dict[str, dict[str, float]]:
+    """The PubMedQA abstracts plus ``distractors`` ingested as ``medkg ingest docs`` does; each question
+    searched, and the rank of its own abstract scored. The hybrid is run without a floor (pure ranking
+    quality) and with ``floor`` (what the service returns: a floor can only lose recall, it exists to
+    abstain on off-topic questions)."""
     raw = json.loads(path.read_text(encoding="utf-8"))
     questions = {str(int(pmid)): item["QUESTION"] for pmid, item in raw.items()}
     with path.open(encoding="utf-8") as stream:
