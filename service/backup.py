@@ -1,22 +1,6 @@
 """``medkg backup`` / ``medkg restore``: the data dir (embedded graph store, vector and BM25 indexes,
-passage/report/image tables, sessions, the de-identification key) as one verified archive.
-
-Backup folds the embedded store's write-ahead log into its files first (``CHECKPOINT``; the store
-is opened by this process, so a running ``medkg serve`` on the same data dir must be stopped, and
-restore is refused the same way) and copies every file (linked ones followed), every SQLite file
-through SQLite's online backup API, so each is consistent. A
-``manifest.json`` lists every file with its SHA-256. Restore refuses an archive whose members
-would land outside the data dir (absolute paths, ``..``, links), checks every checksum, unpacks
-into a new folder beside the data dir and only then swaps it in; the data dir it replaces is kept
-as ``<data dir>.before-restore-<time>``. Both are refused while another process uses the data dir
-(:mod:`service.data_lock`: every process that opens it holds a shared lock). With the Neo4j backend
-the graph lives in Neo4j: the archive then holds the indexes and sessions, and the graph is backed up
-with ``neo4j-admin``.
-
-The archive holds ``deid.key``, the key of the DICOM pseudonyms: it is written private (0600); keep
-it as private as the data.
-Restore only archives you made: like the data dir itself they hold a pickled cache (the phenotype
-index), which is code to Python.
+passage/report/image tables, sessions, the de-identification key) as one verified archive. The
+archive holds ``deid.key`` and a pickled cache: keep it as private as the data, restore only your own.
 """
 
 from __future__ import annotations
@@ -131,7 +115,11 @@ def _in_use_refused(data: Path, what: str) -> DataDirLock:
 
 
 def backup(settings: Settings, dest: Path) -> BackupResult:
-    """Archive the data dir into ``dest``; refused while another process uses the data dir."""
+    """Archive the data dir into ``dest``; refused while another process uses the data dir.
+
+    The embedded store's log is folded in first; every file is copied (links followed), SQLite files
+    through SQLite's online backup API, and listed with its SHA-256 in ``manifest.json``; the archive is
+    written private (0600). With Neo4j the graph is not included: back it up with ``neo4j-admin``."""
     data = settings.data_dir
     if not data.is_dir():
         raise BackupError(f"no data dir at {data}")
@@ -198,8 +186,11 @@ def _member_path(name: str) -> str:
 
 
 def restore(settings: Settings, src: Path, force: bool = False) -> dict:
-    """Unpack ``src`` into the data dir; a non-empty data dir needs ``force`` (it is kept aside). Refused
-    while another process uses the data dir."""
+    """Unpack ``src`` into the data dir; a non-empty data dir needs ``force`` (it is kept aside as
+    ``<data dir>.before-restore-<time>``). Refused while another process uses the data dir. Members that
+    would land outside the data dir are refused and every checksum is checked; the archive is unpacked
+    beside the data dir and only then swapped in. Like the data dir, an archive holds a pickled cache
+    (the phenotype index), which is code to Python: restore only archives you made."""
     data = settings.data_dir
     if not data.exists():
         return _restore(settings, src, force)
