@@ -98,11 +98,7 @@ for prefix, diseases in (("OMIM", Ontology.omim_diseases), ("ORPHA", Ontology.or
 def hpo3_path(settings: Settings | None = None) -> Path:
     """Where hpo3 is installed on its own: ``settings.hpo3_path`` (``MEDKG_HPO3_PATH``), else ``hpo3`` in
     this environment."""
-    if settings is None:  # transitional, until every caller passes the composition root's settings
-        from kg.settings import load_settings
-
-        settings = load_settings()
-    return settings.hpo3_path or Path(sys.prefix) / "hpo3"
+    return (settings.hpo3_path if settings else None) or Path(sys.prefix) / "hpo3"
 
 
 def _export(path: Path) -> Iterator[dict]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items, hpo_release, why_not_loadable
-from ingest.hpo_update import hpo_update_items
+from ingest.hpo_update import hpo3_path, hpo_update_items
 from ingest.obo import obo_items
 from ingest.pubmed.readers import expand_paths, iter_records
 from multimodal.dicom import read_dicom
@@ -74,7 +74,9 @@ def _load(c: Container, shared: Path | None, embed: bool, progress: bool) -> Ite
         yield Outcome(load_source(c, hpo_items(), "hpo", embed=False, progress=progress))
         yield Step("1b. what HPO's 2025-11-24 release adds (from the hpo3 wheel)")
         try:
-            yield Outcome(load_source(c, hpo_update_items(), "hpo-update", embed=False, progress=progress))
+            yield Outcome(
+                load_source(c, hpo_update_items(hpo3_path(c.settings)), "hpo-update", embed=False, progress=progress)
+            )
         except FileNotFoundError as exc:  # hpo3 is installed beside medkg by `make install`, not by pip
             yield Note(f"(skipped: {exc})")
     if shared:

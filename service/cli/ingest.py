@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from ingest.writer import Item, OlderRelease
-from service.cli.common import container, fail
+from service.cli.common import container, fail, settings
 from service.cli.render import (
     print_images_load,
     print_literature_load,
@@ -70,7 +70,7 @@ def ingest_hpo_update(
     states (moved IS_A links, dropped annotations) is ended, not deleted. After `ingest hpo`."""
     from ingest.hpo_update import hpo3_path, hpo_update_items, why_not_applicable
 
-    path = hpo3 or hpo3_path()
+    path = hpo3 or hpo3_path(settings())
     if not (path / "pyhpo").is_dir():
         raise fail(f"hpo3 is not installed in {path}: `make install` puts it there, or pass --hpo3")
     with container() as c:
