@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import pickle
 from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from spacy.language import Language
 
-from kg.differential import PhenotypeIndex
+from kg.differential import PhenotypeCache, PhenotypeIndex, phenotype_stamp
 from kg.embedders import TextEmbedder, build_embedder
 from kg.entity_index import EntityIndex
 from kg.errors import InvalidInput
@@ -23,8 +22,6 @@ from kg.text_index import TextIndex
 from service.data_lock import DataDirLock
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
     from ingest.radiology_reports import ReportStore
@@ -43,25 +40,6 @@ logger = logging.getLogger("medkg.container")
 
 #: Components :meth:`Container.close` keeps: models, which hold no open file or connection.
 _KEPT_ON_CLOSE = frozenset({"text_embedder", "nlp", "image_encoder"})
-
-
-class _CacheUnpickler(pickle.Unpickler):
-    """Unpickles the phenotype cache only: the index's own classes, numpy arrays and plain containers.
-    Anything else (a pickle that would call arbitrary code) fails to load, and the cache is rebuilt."""
-
-    _NUMPY = frozenset({"dtype", "ndarray", "_frombuffer", "_reconstruct", "scalar"})
-    _BUILTINS = frozenset({"set", "frozenset", "list", "dict", "tuple", "bytes", "bytearray", "complex", "slice"})
-
-    def find_class(self, module: str, name: str) -> Any:
-        if module == "kg.differential" or (module.startswith("numpy") and name in self._NUMPY):
-            found = super().find_class(module, name)
-            if module != "kg.differential" or isinstance(found, type):
-                return found
-        elif (module == "builtins" and name in self._BUILTINS) or (
-            module == "collections" and name in ("defaultdict", "OrderedDict")
-        ):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"the phenotype cache names {module}.{name}, which it never holds")
 
 
 class Container:
@@ -155,37 +133,12 @@ class Container:
         if cached is not None:
             return cached
         index = self._build_phenotype_index()
-        path = self._phenotype_cache
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("wb") as f:
-            pickle.dump({"stamp": self._phenotype_stamp(), "index": index}, f, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp.replace(path)
+        self._phenotype_cache.save(index)
         return index
-
-    def _phenotype_stamp(self) -> str:
-        """What the cached phenotype index was built from: its version, the graph's counts, the embedder."""
-        stats = self.graph.stats()
-        return (
-            f"v{PhenotypeIndex.CACHE_VERSION}:{stats.backend}:{stats.entities}:{stats.relations}:"
-            f"{stats.invalidated_relations}:{self.text_embedder.signature}"
-        )
 
     def _cached_phenotype_index(self) -> PhenotypeIndex | None:
         """The cached phenotype index if it was built from what the graph and the settings hold now."""
-        path = self._phenotype_cache
-        if not path.exists():
-            return None
-        try:
-            with path.open("rb") as f:
-                cached = _CacheUnpickler(f).load()
-            if isinstance(cached, dict) and cached.get("stamp") == self._phenotype_stamp():
-                index = cached.get("index")
-                if isinstance(index, PhenotypeIndex):
-                    return index
-        except Exception as exc:  # noqa: BLE001 - a cache: what fails to load is rebuilt, never trusted
-            logger.warning("the phenotype cache %s cannot be loaded (%s): rebuilding it", path, exc)
-        return None
+        return self._phenotype_cache.load()
 
     def _build_phenotype_index(self) -> PhenotypeIndex:
         index = PhenotypeIndex.from_graph(self.graph)
@@ -196,12 +149,16 @@ class Container:
         return index
 
     @property
-    def _phenotype_cache(self) -> Path:
-        return self.settings.data_dir / "indexes" / "phenotypes.pkl"
+    def _phenotype_cache(self) -> PhenotypeCache:
+        """The phenotype index's cache in the data dir, stamped with the graph's counts and the embedder."""
+        return PhenotypeCache(
+            self.settings.data_dir / "indexes" / "phenotypes.pkl",
+            lambda: phenotype_stamp(self.graph.stats(), self.text_embedder.signature),
+        )
 
     def forget_phenotype_cache(self) -> None:
         """Drop the cached phenotype index (and this container's copy): the next use rebuilds it."""
-        self._phenotype_cache.unlink(missing_ok=True)
+        self._phenotype_cache.forget()
         self.__dict__.pop("phenotype_index", None)
 
     @cached_property
