@@ -103,6 +103,20 @@ def shared(*parts: str) -> Path:
     return path
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """schemathesis (4.x, with pytest 9) gives each operation's fuzz test the function's bare node id;
+    pytest-xdist schedules by node id, so those would collapse into one test: the operation is added."""
+    for item in items:
+        label = getattr(item, "operation_label", None)
+        if label and not item.nodeid.endswith("]"):
+            try:  # pytest 9 keeps the node id as a NodeId in ``_id``, pytest 8 as a string in ``_nodeid``
+                from _pytest.nodeid import coerce_node_id
+
+                item._id = coerce_node_id(f"{item.nodeid}[{label}]")
+            except ImportError:
+                item._nodeid = f"{item.nodeid}[{label}]"
+
+
 SUITE_GOAL_S = 25 * 60  # `make test` on 2 cores (docs/architecture.md, Tests)
 _started = time.monotonic()
 
