@@ -1,14 +1,13 @@
-"""The passage indexes: dense (FAISS) and lexical (BM25, ``bm25s``), fused by reciprocal rank, over a
-small SQLite table that is the corpus of record (id, document, text, embedded text, retraction flag)
-and the citation records of the documents.
-"""
+"""The passage indexes: dense (FAISS) and lexical (BM25, Tantivy), fused by reciprocal rank, over a
+SQLite table that is the corpus of record (id, document, text, embedded text, retraction flag) and the
+citation records of the documents."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import logging
-import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -23,6 +22,7 @@ import Stemmer
 
 from kg.embedders import TextEmbedder
 from kg.errors import InvalidInput
+from kg.lexical_index import LexicalIndex, LexicalIndexError
 from kg.sql import in_chunks
 from kg.vector_index import VectorIndex, VectorIndexError
 
@@ -33,8 +33,8 @@ RRF_K = 60
 # "hepatitis C", "vitamin D", "type 1 diabetes" and "type 2", "IL-6" keep the token that tells them
 # apart; lower-cased, English stop words ("a", "of", "the") dropped, stemmed. Shared with the fact rerank.
 BM25_TOKEN_PATTERN = r"(?u)\b\w+\b"
-# Part of the stamp of the saved BM25 files: files built by another tokenizer are rebuilt on open.
-# 1: bm25s's default pattern (two characters or more); 2: BM25_TOKEN_PATTERN.
+# The tokenizer the lexical index was written with (meta 'lexical_tokenizer'): another version is
+# written again whole on open. 1: bm25s's default pattern (two characters or more); 2: BM25_TOKEN_PATTERN.
 BM25_TOKENIZER_VERSION = 2
 
 
@@ -76,9 +76,10 @@ CREATE TABLE IF NOT EXISTS documents (
     deleted INTEGER NOT NULL DEFAULT 0,
     linked_with TEXT
 );
--- generation: bumped in the transaction of every change to passage texts, so that the BM25 files
--- (stamped with the generation they were built from) are known stale after a crash too
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- passages whose lexical entry is not yet written: filled in the transaction that changes a passage,
+-- emptied once the lexical index has committed them (so a crash in between writes them again)
+CREATE TABLE IF NOT EXISTS lexical_pending (id TEXT PRIMARY KEY);
 """
 _DOCUMENT_COLUMNS = "id, fingerprint, title, journal, year, authors, doi, retracted, deleted, linked_with"
 
@@ -161,11 +162,28 @@ class TextIndex:
             self._db.close()
             raise VectorIndexError(f"{self.directory / name}.sqlite is damaged ({exc}). {self.rebuild_hint()}") from exc
         self._vectors: VectorIndex | None = None
-        self._bm25: bm25s.BM25 | None = None
-        self._bm25_ids: list[str] = []
-        self._bm25_empty_stamp: str | None = None  # the table stamp whose passages have no BM25 token
+        self.lexical = LexicalIndex(self.directory / f"{name}.tantivy")
         self._stemmer = Stemmer.Stemmer("english")
-        self._dirty = False
+        self._check_lexical()
+
+    def _check_lexical(self) -> None:
+        """Queue every passage for the lexical index when its files are missing (a new index, or a data
+        dir of a medkg that kept BM25 in bm25s files) or were written by another tokenizer."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'lexical_tokenizer'").fetchone()
+        if self.lexical.exists() and row is not None and row[0] == BM25_TOKENIZER_VERSION:
+            return
+        with self._db:
+            if self.lexical.exists():
+                self.lexical.clear()
+            n = self._db.execute("INSERT OR IGNORE INTO lexical_pending(id) SELECT id FROM passages").rowcount
+            self._db.execute(
+                "INSERT INTO meta(key, value) VALUES ('lexical_tokenizer', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (BM25_TOKENIZER_VERSION,),
+            )
+        if n > 0:
+            logger.info("lexical index of %s: %d passages to write from the passage table", self.directory, n)
+        shutil.rmtree(self.directory / f"{self.name}.bm25", ignore_errors=True)  # an older medkg's bm25s files
 
     def _migrate(self) -> None:
         """Tables written by an older medkg gain the columns added since (``ALTER TABLE ... ADD``)."""
@@ -208,7 +226,7 @@ class TextIndex:
         FAISS or id-map file raises :class:`VectorIndexError` naming it; damaged BM25 files are rebuilt."""
         with self._lock:
             self.vectors  # noqa: B018
-            self._load_bm25()
+            self._sync_lexical()
 
     def _fingerprint(self, text: str) -> str:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
@@ -340,10 +358,8 @@ class TextIndex:
                         "INSERT OR REPLACE INTO passages(id, doc_id, text, embed_text, retracted) VALUES (?,?,?,?,?)",
                         (rec.id, rec.doc_id, rec.text, embed_text, int(rec.retracted)),
                     )
-                    self._dirty = True
+                    self._db.execute("INSERT OR IGNORE INTO lexical_pending(id) VALUES (?)", (rec.id,))
                 todo.append(rec)
-            if self._dirty:
-                self._bump_generation()
             self._db.commit()
         # Embedding is decided by the vectors' own fingerprints, so an interrupted run re-embeds
         # exactly what did not reach the saved index.
@@ -406,8 +422,10 @@ class TextIndex:
         result.passages = len(seen)
         result.removed = vectors.remove([i for i in vectors.ids() if i not in seen])
         vectors.fit_kind()
-        with self._lock:
-            self._dirty = True  # BM25 from the table again
+        with self._lock:  # the lexical index from the table again
+            self.lexical.clear()
+            self._db.execute("INSERT OR IGNORE INTO lexical_pending(id) SELECT id FROM passages")
+            self._db.commit()
         self.commit()
         result.seconds = round(time.perf_counter() - started, 2)
         return result
@@ -418,10 +436,8 @@ class TextIndex:
             n = 0
             for chunk, marks in in_chunks(ids):
                 n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
-            if n:
-                self._bump_generation()
+                self._db.executemany("INSERT OR IGNORE INTO lexical_pending(id) VALUES (?)", [(i,) for i in chunk])
             self._db.commit()
-            self._dirty = self._dirty or n > 0
         self.vectors.remove(ids)
         return n
 
@@ -429,105 +445,59 @@ class TextIndex:
         ids = [p for d in doc_ids for p in self.document_passages(d)]
         return self.remove(ids) if ids else 0
 
-    # BM25 has no incremental update: rebuilt from the table when it changed (20k passages: well under a second).
     def commit(self) -> None:
-        """Persist the vectors and rebuild BM25 if the corpus changed (also after a crash: the
-        table's stamp is compared with the one the BM25 files were built from)."""
+        """Persist the vectors and write the passages changed since the last commit to the lexical
+        index (only those: its cost follows the change, not the corpus)."""
         with self._lock:
             if self._vectors is not None:  # untouched vectors need no save (nor the model loaded)
                 self._vectors.fit_kind()  # past flat_max passages an IVF index, below it exact again
                 self._vectors.save()
-            if self._dirty or self._bm25_stamp() != self._table_stamp():
-                self._build_bm25()
-            self._dirty = False
+            self._sync_lexical()
 
-    # ---- BM25 --------------------------------------------------------------------------------
-    @property
-    def _bm25_dir(self) -> Path:
-        return self.directory / f"{self.name}.bm25"
-
-    def _bump_generation(self) -> None:
-        """Count a change to the passage texts, in the caller's transaction."""
-        self._db.execute(
-            "INSERT INTO meta(key, value) VALUES ('generation', 1) ON CONFLICT(key) DO UPDATE SET value = value + 1"
-        )
-
-    def _table_stamp(self) -> str:
-        """What the BM25 files must have been built from: the table's generation and size (a change
-        of one passage's text to another of the same length counts too, crash or not) and the
-        tokenizer's version (files of an older tokenizer are rebuilt once)."""
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        count = self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
-        return f"generation {row[0] if row else 0}, {count} passages, tokenizer {BM25_TOKENIZER_VERSION}"
-
-    def _bm25_stamp(self) -> str | None:
-        path = self._bm25_dir / "medkg.json"
-        try:
-            return json.loads(path.read_text())["stamp"] if path.exists() else None
-        except (OSError, ValueError, KeyError, TypeError):  # damaged: the BM25 files are rebuilt, never trusted
-            return None
-
-    def _tokenize(self, texts: list[str]):  # noqa: ANN202 - bm25s.tokenization.Tokenized
-        return bm25_tokenize(texts, self._stemmer)
-
-    def _build_bm25(self) -> None:
-        rows = self._db.execute("SELECT id, text FROM passages ORDER BY id").fetchall()
-        self._bm25_ids = [r[0] for r in rows]
-        if not rows:
-            self._bm25 = None
+    # ---- lexical -----------------------------------------------------------------------------
+    def _sync_lexical(self) -> None:
+        """Write the pending passages to the lexical index, then forget them; a damaged index is set
+        aside and written again from the passage table."""
+        pending = [r[0] for r in self._db.execute("SELECT id FROM lexical_pending ORDER BY id")]
+        if not pending:
             return
-        tokens = self._tokenize([r[1] for r in rows])
-        stamp = self._table_stamp()
-        target = self._bm25_dir
-        target.mkdir(parents=True, exist_ok=True)
-        retriever = None
-        if tokens.vocab:
-            retriever = bm25s.BM25()
-            retriever.index(tokens, show_progress=False)
-            retriever.save(str(target), show_progress=False)
-        # No passage has a token (stop words only): no BM25 index, bm25_search finds nothing; the
-        # stamp is still written so that it is not rebuilt on every search, and a later change is.
-        tmp = target / "medkg.json.tmp"
-        tmp.write_text(json.dumps({"stamp": stamp, "ids": self._bm25_ids, "empty": retriever is None}))
-        os.replace(tmp, target / "medkg.json")
-        self._bm25 = retriever
-        self._bm25_empty_stamp = stamp if retriever is None else None
+        try:
+            self.lexical.write(pending, self._lexical_tokens)
+        except LexicalIndexError as exc:
+            self._rebuild_lexical(exc)
+            return
+        for chunk, marks in in_chunks(pending):
+            self._db.execute(f"DELETE FROM lexical_pending WHERE id IN ({marks})", chunk)
+        self._db.commit()
 
-    def _load_bm25(self) -> bm25s.BM25 | None:
-        if self._bm25 is None and len(self):
-            stamp = self._table_stamp()
-            if stamp == self._bm25_empty_stamp:
-                return None
-            if self._bm25_stamp() != stamp:
-                self._build_bm25()
-            else:
-                try:
-                    meta = json.loads((self._bm25_dir / "medkg.json").read_text())
-                    if meta.get("empty") is True:
-                        self._bm25_empty_stamp = stamp
-                        return None
-                    retriever = bm25s.BM25.load(str(self._bm25_dir))
-                    ids = meta["ids"]
-                    if not isinstance(ids, list) or len(ids) != len(self) or len(ids) != retriever.scores["num_docs"]:
-                        raise ValueError(f"{len(ids)} ids for {len(self)} passages")
-                except Exception as exc:  # noqa: BLE001 - derived files: rebuilt from the table, never trusted
-                    logger.warning("BM25 index in %s is damaged (%s): rebuilding it", self._bm25_dir, exc)
-                    self._build_bm25()
-                else:
-                    self._bm25, self._bm25_ids = retriever, ids
-        return self._bm25
+    def _rebuild_lexical(self, why: Exception) -> None:
+        moved = self.lexical.set_aside()
+        logger.warning(
+            "BM25 index in %s is damaged (%s): rebuilding it from the passage table%s",
+            self.lexical.directory, why, f" ({moved} kept)" if moved else "",
+        )  # fmt: skip
+        self._db.execute("INSERT OR IGNORE INTO lexical_pending(id) SELECT id FROM passages")
+        self._db.commit()
+        self._sync_lexical()
+
+    def _lexical_tokens(self, ids: list[str]) -> dict[str, str]:
+        """The BM25 tokens of the passages among ``ids`` that are stored, joined by spaces."""
+        rows = []
+        for chunk, marks in in_chunks(ids):
+            rows += self._db.execute(f"SELECT id, text FROM passages WHERE id IN ({marks})", chunk).fetchall()
+        tokens = bm25_tokenize([r[1] for r in rows], self._stemmer, return_ids=False) if rows else []
+        return {r[0]: " ".join(t) for r, t in zip(rows, tokens, strict=True)}
 
     # ---- search ------------------------------------------------------------------------------
     def bm25_search(self, query: str, k: int) -> list[tuple[str, float]]:
         with self._lock:
-            retriever = self._load_bm25()
-            if retriever is None:
-                return []
-            tokens = self._tokenize([query])
-            if not tokens.vocab:
-                return []
-            docs, scores = retriever.retrieve(tokens, k=min(k, len(self._bm25_ids)), show_progress=False)
-            return [(self._bm25_ids[int(d)], float(s)) for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+            self._sync_lexical()  # what a crash or an uncommitted add left pending
+            tokens = bm25_tokenize([query], self._stemmer, return_ids=False)[0]
+            try:
+                return self.lexical.search(tokens, k)
+            except LexicalIndexError as exc:
+                self._rebuild_lexical(exc)
+                return self.lexical.search(tokens, k)
 
     def dense_search(self, query: str, k: int, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
         if not len(self.vectors):

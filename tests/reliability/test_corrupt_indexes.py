@@ -63,7 +63,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
             "differential": client.post("/v1/differential", json=DIFFERENTIAL).json(),
         }
     assert answers["search"] and answers["differential"]["diseases"]
-    for name in ("entities.faiss", "passages.faiss", "images.faiss", "phenotypes.pkl", "passages.bm25"):
+    for name in ("entities.faiss", "passages.faiss", "images.faiss", "phenotypes.pkl", "passages.tantivy"):
         assert (data / "indexes" / name).exists(), name
     return data, answers
 
@@ -208,8 +208,12 @@ def test_medkg_reindex_images_from_their_files(copy: Path) -> None:
 def test_damaged_bm25_files_are_rebuilt(
     copy: Path, pristine: tuple[Path, dict[str, Any]], caplog: pytest.LogCaptureFixture, which: str
 ) -> None:
-    folder = copy / "indexes" / "passages.bm25"
-    files = sorted(p for p in folder.iterdir() if p.is_file() and (which == "every file" or p.name != "medkg.json"))
+    folder = copy / "indexes" / "passages.tantivy"
+    files = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file() and not p.name.startswith(".") and (which == "every file" or p.suffix != ".json")
+    )
     assert len(files) > 2
     for i, path in enumerate(files):
         (truncate, garbage, flip)[i % 3](path)

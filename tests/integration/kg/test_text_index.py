@@ -1,7 +1,9 @@
-"""The passage indexes: real FAISS, real BM25 (bm25s), the real offline embedder."""
+"""The passage indexes: real FAISS, real BM25 (Tantivy), the real offline embedder."""
 
 from __future__ import annotations
 
+import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -238,48 +240,79 @@ def test_one_character_tokens_tell_passages_apart(tmp_path: Path, text_embedder)
     assert index.bm25_search("a", 5) == []
 
 
-def test_bm25_files_of_the_old_tokenizer_are_rebuilt_on_open(tmp_path: Path, text_embedder) -> None:
-    import json
-
-    import bm25s
-    import Stemmer
-
+def test_a_data_dir_of_the_bm25s_release_opens_with_its_lexical_index_written_once(
+    tmp_path: Path, text_embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A data dir of a medkg that kept BM25 in bm25s files (``passages.bm25``, no lexical meta): the
+    first open queues every passage, the first search writes them, the old files go; later opens
+    write nothing."""
     index = TextIndex(tmp_path, text_embedder)
     index.add(HEPATITIS)
     index.commit()
-    generation = index._db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]
-    folder = index._bm25_dir
     index.close()
-    # What an earlier release saved: bm25s's default pattern (two characters or more), its stamp.
-    texts = [p.text for p in sorted(HEPATITIS, key=lambda p: p.id)]
-    old = bm25s.BM25()
-    old.index(bm25s.tokenize(texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False))
-    old.save(str(folder), show_progress=False)
-    ids = sorted(p.id for p in HEPATITIS)
-    (folder / "medkg.json").write_text(json.dumps({"stamp": f"generation {generation}, 5 passages", "ids": ids}))
+    shutil.rmtree(tmp_path / "passages.tantivy")  # what that release had instead: bm25s files, no meta row
+    (tmp_path / "passages.bm25").mkdir()
+    (tmp_path / "passages.bm25" / "medkg.json").write_text("{}")
+    with sqlite3.connect(tmp_path / "passages.sqlite") as db:
+        db.execute("DELETE FROM meta WHERE key = 'lexical_tokenizer'")
+        db.execute("DROP TABLE lexical_pending")
 
-    reopened = TextIndex(tmp_path, text_embedder)
+    with caplog.at_level("INFO", logger="kg.text_index"):
+        reopened = TextIndex(tmp_path, text_embedder)
+    assert any("5 passages to write" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / "passages.bm25").exists()
     assert [d for d, _ in reopened.bm25_search("hepatitis C", 2)] == ["PMID:11#s0", "PMID:10#s0"]
-    stamp = json.loads((folder / "medkg.json").read_text())["stamp"]
-    assert stamp != f"generation {generation}, 5 passages"  # rebuilt once, with the current stamp
     reopened.close()
-    again = TextIndex(tmp_path, text_embedder)
-    assert json.loads((folder / "medkg.json").read_text())["stamp"] == stamp
+    caplog.clear()
+    with caplog.at_level("INFO", logger="kg.text_index"):
+        again = TextIndex(tmp_path, text_embedder)
+    assert not caplog.records and len(again.lexical) == 5
     assert again.bm25_search("type 1 diabetes", 1)[0][0] == "PMID:12#s0"
+
+
+def test_a_lexical_index_of_another_tokenizer_is_written_again(tmp_path: Path, text_embedder) -> None:
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(HEPATITIS)
+    index.commit()
+    index.close()
+    with sqlite3.connect(tmp_path / "passages.sqlite") as db:
+        db.execute("UPDATE meta SET value = 1 WHERE key = 'lexical_tokenizer'")
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert reopened._db.execute("SELECT count(*) FROM lexical_pending").fetchone()[0] == 5
+    assert [d for d, _ in reopened.bm25_search("hepatitis C", 2)] == ["PMID:11#s0", "PMID:10#s0"]
+    assert reopened._db.execute("SELECT count(*) FROM lexical_pending").fetchone()[0] == 0
+
+
+def test_a_commit_writes_only_the_passages_it_changed(tmp_path: Path, text_embedder) -> None:
+    """The lexical index grows in place: a commit writes the passages added, changed or removed since
+    the last one, not the corpus."""
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(PASSAGES)
+    index.commit()
+    written: list[list[str]] = []
+    write = index.lexical.write
+    index.lexical.write = lambda ids, tokens_of: written.append(list(ids)) or write(ids, tokens_of)  # type: ignore[method-assign]
+    index.add([PassageRecord("PMID:9#s0", "PMID:9", "Losartan in Marfan syndrome.")])
+    index.remove(["PMID:1#s0"])
+    index.commit()
+    index.commit()  # nothing pending: nothing written
+    assert written == [["PMID:1#s0", "PMID:9#s0"]]
+    assert index.bm25_search("losartan", 1)[0][0] == "PMID:9#s0"
+    assert "PMID:1#s0" not in {d for d, _ in index.bm25_search("marfan syndrome aortic", 10)}
+    assert len(index.lexical) == len(PASSAGES)
 
 
 def test_passages_of_stop_words_only_have_no_bm25_index(tmp_path: Path, text_embedder) -> None:
     index = TextIndex(tmp_path, text_embedder)
     index.add([PassageRecord("X:1#s0", "X:1", "The of and.")])
-    index.commit()  # no token in any passage: no BM25 index, not an error
-    assert (index._bm25_dir / "medkg.json").exists()
+    index.commit()  # no token in any passage: nothing to find by words, not an error
     assert index.bm25_search("the of", 3) == []
     assert [h.id for h in index.search("the of", k=3, floor=-1.0)] == ["X:1#s0"]  # dense still answers
     index.close()
     reopened = TextIndex(tmp_path, text_embedder)
     assert reopened.bm25_search("of", 3) == []
     reopened.add(HEPATITIS[:2])
-    reopened.commit()  # real tokens now: BM25 is built
+    reopened.commit()
     assert reopened.bm25_search("sofosbuvir", 3)[0][0] == "PMID:11#s0"
     reopened.close()
     assert TextIndex(tmp_path, text_embedder).bm25_search("hepatitis C", 1)[0][0] == "PMID:11#s0"
