@@ -199,8 +199,8 @@ def build_worker(engine: str, n: int, path: Path) -> dict:
     return {"build_s": round(build_s, 2), "add_10k_s": round(add_s, 3), "build_rss_mb": _rss_mb()}
 
 
-def query_worker(engine: str, path: Path) -> dict:
-    queries = _query_tokens()
+def query_worker(engine: str, path: Path, limit: int) -> dict:
+    queries = _query_tokens()[:limit]
     base = _rss_mb()
     t0 = time.perf_counter()
     e = ENGINES[engine](path)
@@ -235,13 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="Where the indexes are built (default: a temp dir).")
     parser.add_argument("--json", action="store_true", help="One JSON object per engine and size.")
     parser.add_argument("--worker", nargs=3, metavar=("ENGINE", "N", "DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--queries", type=int, default=200, help="PubMedQA questions timed (at most 200).")
     parser.add_argument("--query-worker", nargs=2, metavar=("ENGINE", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(build_worker(args.worker[0], int(args.worker[1]), Path(args.worker[2]))))
         return 0
     if args.query_worker:
-        print(json.dumps(query_worker(args.query_worker[0], Path(args.query_worker[1]))))
+        print(json.dumps(query_worker(args.query_worker[0], Path(args.query_worker[1]), args.queries)))
         return 0
     root = Path(args.dir or tempfile.mkdtemp(prefix="medkg-lexical-"))
     for n in (int(s) for s in args.sizes.split(",")):
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             row |= _child("--worker", engine, str(n), str(path))
             if "error" not in row:
                 row["disk_mb"] = _disk_mb(path)
-                row |= _child("--query-worker", engine, str(path))
+                row |= _child("--query-worker", engine, str(path), "--queries", str(args.queries))
             print(json.dumps(row) if args.json else "  ".join(f"{k}={v}" for k, v in row.items()), flush=True)
             shutil.rmtree(path, ignore_errors=True)
     return 0
