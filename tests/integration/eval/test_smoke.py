@@ -1,4 +1,4 @@
-"""The evaluation scripts run end to end at CI size on the real shared data (figures in the README
+"""The evaluation scripts run end to end at CI size on the real shared data (figures in docs/evaluation.md
 come from full runs)."""
 
 from __future__ import annotations
