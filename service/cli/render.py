@@ -147,8 +147,9 @@ def print_draft(console: Console, r: GeneratedReport) -> None:
         console.print(f"  prior {p.doc_id} ({p.score:.2f}, by {' and '.join(p.via)}): {p.impression}", highlight=False)
 
 
-def show_demo(console: Console, event: Step | Note | Outcome) -> None:
-    """One event of ``service.demo.demo``."""
+def show_demo(console: Console, log: Console, event: Step | Note | Outcome) -> None:
+    """One event of ``service.demo.demo``: what a load did on ``log`` (as ``medkg ingest`` prints it, on
+    stderr), the rest on ``console``."""
     if isinstance(event, Step):
         console.rule(event.title)
     elif isinstance(event, Note):
@@ -156,6 +157,10 @@ def show_demo(console: Console, event: Step | Note | Outcome) -> None:
     elif isinstance(value := event.value, QAResponse):
         console.print()
         print_answer(console, value)
+    elif isinstance(value, GeneratedReport):
+        print_draft(console, value)
+    elif isinstance(value, IndexUpdate):
+        print_entity_index(console, value, prefix="")
     else:
         show = {
             SourceLoad: print_source_load,
@@ -163,7 +168,5 @@ def show_demo(console: Console, event: Step | Note | Outcome) -> None:
             Relink: print_relink,
             ImagesLoad: print_images_load,
             ReportsLoad: print_reports_load,
-            GeneratedReport: print_draft,
-            IndexUpdate: lambda c, u: print_entity_index(c, u, prefix=""),
         }[type(value)]
-        show(console, value)
+        show(log, value)

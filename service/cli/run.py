@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli.common import container, out, settings
+from service.cli.common import container, err, out, settings
 
 
 def demo(
@@ -24,7 +24,7 @@ def demo(
 
     with container() as c:
         for event in run_demo(c, find_shared_data(shared_data), embed=embed, progress=progress):
-            show_demo(out, event)
+            show_demo(out, err, event)
     if serve_after:
         serve(host=None, port=None)
 
