@@ -102,7 +102,7 @@ MIX = (("qa", 40), ("search", 25), ("entities", 20), ("differential", 15))
 # ---- data ----------------------------------------------------------------------------------------
 def has_store(data_dir: Path) -> bool:
     """Whether ``data_dir`` holds a loaded embedded store with its indexes."""
-    return (data_dir / "graph.lbug").is_file() and (data_dir / "indexes" / "entities.faiss").is_file()
+    return (data_dir / "graph.lbug").is_file() and (data_dir / "indexes" / "entities.vectors" / "map.sqlite").is_file()
 
 
 def small_hpo(out: Path, n_random: int, seed: int) -> Path:

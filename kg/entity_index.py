@@ -76,7 +76,7 @@ class EntityIndex:
         return self._index
 
     def rebuild_hint(self) -> str:
-        files = f"{self.directory / self.name}.faiss and {self.directory / self.name}.ids.json"
+        files = f"{self.directory / self.name}.vectors"
         return (
             f"The entity index cannot be used: stop the server and run `medkg reindex --only entities` (it sets "
             f"{files} aside and embeds every entity of the graph again), or restore a backup (`medkg restore "

@@ -136,6 +136,18 @@ class LexicalIndex:
             self._searcher = None
         return written
 
+    def compact(self) -> None:
+        """Delete the files of segments that merges replaced (Tantivy merges segments itself at commits)."""
+        with self._lock:
+            if not self.exists():
+                return
+            try:
+                writer = self._open().writer(heap_size=WRITER_HEAP, num_threads=1)
+                writer.garbage_collect_files()
+                writer.wait_merging_threads()
+            except ValueError as exc:
+                raise LexicalIndexError(f"{self.directory} cannot be written: {exc}") from exc
+
     # ---- search ------------------------------------------------------------------------------
     def __len__(self) -> int:
         with self._lock:

@@ -80,6 +80,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 -- passages whose lexical entry is not yet written: filled in the transaction that changes a passage,
 -- emptied once the lexical index has committed them (so a crash in between writes them again)
 CREATE TABLE IF NOT EXISTS lexical_pending (id TEXT PRIMARY KEY);
+-- passages deleted whose vectors the dense index has not yet saved as removed: filled in the
+-- transaction that deletes them, applied when the vectors are opened, emptied once they are saved
+CREATE TABLE IF NOT EXISTS dense_removed (id TEXT PRIMARY KEY);
 """
 _DOCUMENT_COLUMNS = "id, fingerprint, title, journal, year, authors, doi, retracted, deleted, linked_with"
 
@@ -204,10 +207,10 @@ class TextIndex:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
             # Passages are deleted from the table first: a process that stopped before saving the
             # vectors left theirs behind. They go (in memory; the next save writes it).
-            rows = {r[0] for r in self._db.execute("SELECT id FROM passages")}
-            if ghosts := [i for i in vectors.ids() if i not in rows]:
-                logger.warning("%d vectors of passages no longer stored in %s: dropped", len(ghosts), self.directory)
-                vectors.remove(ghosts)
+            with self._lock:
+                gone = [r[0] for r in self._db.execute("SELECT id FROM dense_removed")]
+            if gone and (n := vectors.remove(gone)):
+                logger.warning("%d vectors of passages no longer stored in %s: dropped", n, self.directory)
             self._vectors = vectors
         return self._vectors
 
@@ -215,7 +218,7 @@ class TextIndex:
         base = self.directory / self.name
         return (
             f"The passage index cannot be used: stop the server and run `medkg reindex --only passages` (it sets "
-            f"{base}.faiss and {base}.ids.json aside and embeds every passage of {base}.sqlite again). If "
+            f"{base}.vectors aside and embeds every passage of {base}.sqlite again). If "
             f"{base}.sqlite itself is damaged, move it away and run the loads of the literature again (`medkg ingest "
             "pubmed|docs|entrez ...`, `medkg ingest reports ...`: the graph stays as it is), or restore a backup "
             "(`medkg restore FILE.tar.gz`)"
@@ -437,6 +440,7 @@ class TextIndex:
             for chunk, marks in in_chunks(ids):
                 n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
                 self._db.executemany("INSERT OR IGNORE INTO lexical_pending(id) VALUES (?)", [(i,) for i in chunk])
+                self._db.executemany("INSERT OR IGNORE INTO dense_removed(id) VALUES (?)", [(i,) for i in chunk])
             self._db.commit()
         self.vectors.remove(ids)
         return n
@@ -450,9 +454,21 @@ class TextIndex:
         index (only those: its cost follows the change, not the corpus)."""
         with self._lock:
             if self._vectors is not None:  # untouched vectors need no save (nor the model loaded)
-                self._vectors.fit_kind()  # past flat_max passages an IVF index, below it exact again
                 self._vectors.save()
+                self._vectors.fit_kind()  # past flat_max passages IVF-PQ, below it exact again
+                self._db.execute("DELETE FROM dense_removed")
+                self._db.commit()
             self._sync_lexical()
+
+    def compact(self) -> dict[str, object]:
+        """Write the dense index again without the rows of removed or replaced passages (a quantizer
+        trained anew for its size) and let the lexical index drop the files of merged segments."""
+        with self._lock:
+            self.commit()
+            before = self.vectors.stats()
+            self.vectors.rebuild()
+            self.lexical.compact()
+            return {"before": before, "after": self.vectors.stats()}
 
     # ---- lexical -----------------------------------------------------------------------------
     def _sync_lexical(self) -> None:
@@ -527,11 +543,9 @@ class TextIndex:
                 for rank, (pid, _) in enumerate(ranked, start=1):
                     fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
         cosines = dict(dense)
-        if vector is not None:
-            for pid in fused.keys() - cosines.keys():
-                stored = self.vectors.vector(pid)
-                if stored is not None:
-                    cosines[pid] = float(stored @ vector)
+        if vector is not None and (missing := fused.keys() - cosines.keys()):
+            for pid, stored in self.vectors.vectors_of(missing).items():
+                cosines[pid] = float(stored @ vector)
         order = sorted(fused, key=lambda p: (-fused[p], p))
         if mode == "hybrid":
             order = [p for p in order if cosines.get(p, -1.0) >= floor]
@@ -606,4 +620,6 @@ class TextIndex:
 
     def close(self) -> None:
         with self._lock:
+            if self._vectors is not None:
+                self._vectors.close()
             self._db.close()

@@ -146,7 +146,7 @@ def _record(row: sqlite3.Row) -> ImageRecord:
 
 class ImageIndex:
     """Image vectors (FAISS), metadata and display thumbnails (SQLite) in ``directory``; safe to
-    share between threads. Files: ``<name>.faiss`` + ``<name>.ids.json`` (the vectors) and ``<name>.sqlite``
+    share between threads. Files: ``<name>.vectors/`` (the vectors) and ``<name>.sqlite``
     (per image: metadata, the linked report, when it was added, a thumbnail of at most 256 pixels a side).
 
     No thumbnail for an image whose header declares burned-in annotation. ``thumbnails=False`` keeps no

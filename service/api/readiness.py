@@ -39,7 +39,7 @@ class Readiness:
             ("the phenotype index", lambda: c.phenotype_index),  # built once, then cached (rebuilt if damaged)
             ("name completion", lambda: c.name_index),
         ]
-        if any((images / f"images.{suffix}").exists() for suffix in ("faiss", "ids.json")):
+        if any((images / f"images{suffix}").exists() for suffix in (".vectors", ".faiss", ".ids.json")):
             steps.append(("the image index", lambda: c.image_index))
         return steps
 

@@ -29,6 +29,14 @@ def reindex(
             show_default=False,
         ),
     ] = None,
+    compact: Annotated[
+        bool,
+        typer.Option(
+            "--compact",
+            help="Also write the vector indexes again without the rows of removed or replaced vectors, with a "
+            "quantizer trained anew for their size (after large deletions, or a corpus grown 10x since).",
+        ),
+    ] = False,
 ) -> None:
     """Embed the passages (from the passage table), the entities (from the graph) and, with --from, the
     images (from their DICOM files) again where their vectors are missing, stale or damaged: a damaged
@@ -62,6 +70,29 @@ def reindex(
             )
         if only in (None, "images") and sources:
             _reindex_images(c, sources)
+        if compact:
+            _compact(c, only)
+
+
+def _compact(c: Container, only: str | None) -> None:
+    import time
+
+    indexes = {"passages": lambda: c.text_index.vectors, "entities": lambda: c.entity_index.index}
+    indexes["images"] = lambda: c.image_index.vectors
+    for what in [only] if only else ["passages", "entities", "images"]:
+        started = time.perf_counter()
+        if what == "passages":
+            before, after = c.text_index.compact().values()
+        else:
+            index = indexes[what]()
+            before = index.stats()
+            index.rebuild()
+            after = index.stats()
+        out.print(
+            f"{what}: compacted {before['rows']:,} rows in {before['segments']:,} segments to {after['rows']:,} rows "
+            f"in {after['segments']:,} ({after['kind']}, {time.perf_counter() - started:.1f} s)",
+            highlight=False,
+        )
 
 
 def relink(

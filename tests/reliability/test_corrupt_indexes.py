@@ -63,7 +63,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
             "differential": client.post("/v1/differential", json=DIFFERENTIAL).json(),
         }
     assert answers["search"] and answers["differential"]["diseases"]
-    for name in ("entities.faiss", "passages.faiss", "images.faiss", "phenotypes.pkl", "passages.tantivy"):
+    for name in ("entities.vectors", "passages.vectors", "images.vectors", "phenotypes.pkl", "passages.tantivy"):
         assert (data / "indexes" / name).exists(), name
     return data, answers
 
@@ -110,14 +110,15 @@ def garbage(path: Path) -> None:
     path.write_bytes(b"\x00garbage, not what this file should hold\xff" * 10)
 
 
+SEGMENT = "passages.vectors/seg-000001.f32"
 FATAL: list[tuple[str, str, Callable[[Path], None], str, list[str]]] = [
     # (file, damage, how, the rebuild command the message must give, requests that need the index)
-    ("entities.faiss", "truncated", truncate, "medkg reindex --only entities", ["/v1/link?q=marfan"]),
-    ("entities.ids.json", "garbage", garbage, "medkg reindex --only entities", ["/v1/link?q=marfan"]),
-    ("passages.faiss", "one byte flipped", flip, "medkg reindex --only passages", ["/v1/search?q=marfan&mode=dense"]),
-    ("passages.ids.json", "truncated", truncate, "medkg reindex --only passages", ["/v1/search?q=marfan"]),
+    ("entities.vectors/seg-000001.f32", "truncated", truncate, "medkg reindex --only entities", ["/v1/link?q=marfan"]),
+    ("entities.vectors/map.sqlite", "garbage", garbage, "medkg reindex --only entities", ["/v1/link?q=marfan"]),
+    (SEGMENT, "one byte flipped", flip, "medkg reindex --only passages", ["/v1/search?q=marfan&mode=dense"]),
+    ("passages.vectors/map.sqlite", "truncated", truncate, "medkg reindex --only passages", ["/v1/search?q=marfan"]),
     ("passages.sqlite", "garbage", garbage, "medkg ingest pubmed", ["/v1/search?q=marfan&mode=bm25"]),
-    ("images.faiss", "truncated", truncate, "medkg reindex --only images --from", []),
+    ("images.vectors/seg-000001.f32", "truncated", truncate, "medkg reindex --only images --from", []),
 ]
 
 
@@ -141,7 +142,10 @@ def test_a_damaged_index_is_named_at_start_up(
         assert client.get("/healthz").status_code == 200  # the graph itself is fine
 
 
-@pytest.mark.parametrize("names", [["entities.faiss"], ["passages.ids.json"], ["passages.faiss", "entities.ids.json"]])
+@pytest.mark.parametrize(
+    "names",
+    [["entities.vectors/seg-000001.f32"], ["passages.vectors/map.sqlite"], [SEGMENT, "entities.vectors/map.sqlite"]],
+)
 def test_medkg_reindex_repairs_damaged_vectors(
     copy: Path, pristine: tuple[Path, dict[str, Any]], names: list[str]
 ) -> None:
@@ -154,7 +158,7 @@ def test_medkg_reindex_repairs_damaged_vectors(
     assert r.returncode == 0, r.stderr[-2000:]
     aside = sorted(p.name for p in (copy / "indexes").iterdir() if ".damaged-" in p.name)
     stems = {n.split(".")[0] for n in names}
-    assert {a.split(".")[0] for a in aside} == stems and len(aside) == 2 * len(stems)  # both files of each, kept
+    assert {a.split(".")[0] for a in aside} == stems and len(aside) == len(stems)  # each store kept whole
     for stem in stems:  # rebuilt in full (an intact index only catches up: no file set aside)
         line = next(x for x in r.stdout.splitlines() if x.startswith(stem))
         found = re.search(r"([\d,]+) (?:stored|indexed), ([\d,]+) embedded", line)
@@ -179,7 +183,7 @@ def test_medkg_reindex_images_from_their_files(copy: Path) -> None:
     from multimodal.dicom import read_dicom
     from tests.support.cli import run
 
-    truncate(copy / "indexes" / "images.faiss")
+    truncate(copy / "indexes" / "images.vectors" / "seg-000001.f32")
     env = {"MEDKG_DATA_DIR": str(copy), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256", "HF_HUB_OFFLINE": "1"}
     r = run(["reindex", "--only", "images"], env, copy.parent)
     assert r.returncode == 2 and "--from" in r.stderr, r.stderr
@@ -188,7 +192,7 @@ def test_medkg_reindex_images_from_their_files(copy: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     assert "images: 1 indexed, 1 embedded" in r.stdout, r.stdout
     aside = sorted(p.name.split(".damaged-")[0] for p in (copy / "indexes").iterdir() if ".damaged-" in p.name)
-    assert aside == ["images.faiss", "images.ids.json"]
+    assert aside == ["images.vectors"]
     with sqlite3.connect(copy / "indexes" / "images.sqlite") as db:
         (image_id,) = db.execute("SELECT image_id FROM images").fetchone()
     with serve(copy) as (client, ready):

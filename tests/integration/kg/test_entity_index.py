@@ -109,7 +109,7 @@ def test_vectors_come_from_the_index_when_current_else_are_embedded(
             embedding_text(entities[1])
         )
         # an index that cannot be opened is passed over: everything is embedded, with a warning
-        (tmp_path / "indexes" / "entities.faiss").write_bytes(b"not a faiss index")
+        (tmp_path / "indexes" / "entities.vectors" / "seg-000001.f32").write_bytes(b"not vectors")
         with caplog.at_level(logging.WARNING, logger="kg.entity_index"):
             vectors, embedded = EntityIndex(tmp_path / "indexes", embedder).vectors(entities[:3])
         assert embedded == 3 and np.allclose(vectors, stored[:3], atol=1e-2)

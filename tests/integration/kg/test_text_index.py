@@ -146,8 +146,7 @@ def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) 
     index.vectors.upsert(["PMID:gone#s0"], text_embedder.encode(["a passage deleted behind its back"]))
     index.vectors.save()
     index.close()
-    for suffix in (".faiss", ".ids.json"):
-        (tmp_path / f"passages{suffix}").unlink()
+    shutil.rmtree(tmp_path / "passages.vectors")
 
     class Interrupted(RuntimeError):
         pass
@@ -181,13 +180,10 @@ def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) 
     resumed.vectors.save()
     assert resumed.reindex(progress=False).removed == 1
     resumed.close()
-    (tmp_path / "passages.faiss").write_bytes(b"not faiss")
+    (tmp_path / "passages.vectors" / "seg-000001.f32").write_bytes(b"not vectors")
     fresh = TextIndex(tmp_path, text_embedder)
     r = fresh.reindex(progress=False)
-    assert r.embedded == 20 and [p.name.split(".damaged-")[0] for p in r.set_aside] == [
-        "passages.faiss",
-        "passages.ids.json",
-    ]
+    assert r.embedded == 20 and [p.name.split(".damaged-")[0] for p in r.set_aside] == ["passages.vectors"]
     assert all(p.exists() for p in r.set_aside) and len(fresh.vectors) == 20
     fresh.close()
 
@@ -209,7 +205,7 @@ def test_an_index_embedded_by_another_model_is_refused_until_reindexed(tmp_path:
     with pytest.raises(VectorIndexError, match=r"this process embeds with .*medkg reindex --only passages"):
         switched.search("marfan syndrome aortic dilation", k=1)
     r = switched.reindex(progress=False)
-    assert r.embedded == 5 and len(r.set_aside) == 2
+    assert r.embedded == 5 and len(r.set_aside) == 1
     assert switched.search("marfan syndrome aortic dilation", k=1)[0].doc_id == "PMID:1"
     switched.close()
     with pytest.raises(VectorIndexError, match="this process embeds with"):  # and now the old model is refused

@@ -95,18 +95,43 @@ def test_remove(tmp_path: Path) -> None:
     assert index.search(vectors[2], k=1)[0][0][0] == "HP:0000002"
 
 
+def _files(directory: Path, name: str = "entities") -> list[str]:
+    return sorted(p.name for p in (directory / f"{name}.vectors").iterdir() if not p.name.startswith("."))
+
+
 def test_save_open_round_trip(tmp_path: Path) -> None:
     index, ids, vectors = _filled(tmp_path)
     index.upsert(ids[:3], vectors[:3], ["f0", "f1", "f2"])
     index.remove(ids[90:])
     index.save()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["entities.faiss", "entities.ids.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["entities.vectors"]
+    assert _files(tmp_path)[0] == "map.sqlite" and "seg-000001.f32" in _files(tmp_path)
     reopened = VectorIndex.open(tmp_path, "entities", DIM)
     queries = _vectors(10, seed=5)
     assert reopened.search(queries, k=7) == index.search(queries, k=7)
     assert reopened.ids() == index.ids() and reopened.fingerprint("HP:0000001") == "f1"
-    assert reopened.upsert(["HP:0000100"], _vectors(1, seed=9)) == 1  # id counter persisted: no collision
+    assert reopened.upsert(["HP:0000100"], _vectors(1, seed=9)) == 1  # row counter persisted: no collision
     assert len(reopened) == 91 and reopened.search(vectors[0], k=1)[0][0][0] == "HP:0000000"
+
+
+def test_a_save_appends_one_segment_and_rewrites_none(tmp_path: Path) -> None:
+    """The cost of a save follows what changed: earlier segment files are never written again."""
+    index, ids, vectors = _filled(tmp_path, n=50)
+    index.save()
+    first = tmp_path / "entities.vectors" / "seg-000001.f32"
+    before = (first.stat().st_ino, first.stat().st_mtime_ns, first.read_bytes())
+    assert first.stat().st_size == 50 * DIM * 4
+    for i in range(3):
+        index.upsert([f"new{i}"], _vectors(1, seed=100 + i))
+        index.remove([ids[i]])
+        index.save()
+    index.save()  # nothing changed: nothing written
+    assert [f for f in _files(tmp_path) if f.endswith(".f32")] == [f"seg-00000{i}.f32" for i in range(1, 5)]
+    assert (first.stat().st_ino, first.stat().st_mtime_ns, first.read_bytes()) == before
+    reopened = VectorIndex.open(tmp_path, "entities", DIM)
+    assert len(reopened) == 50 and reopened.ids() == ids[3:] + ["new0", "new1", "new2"]
+    assert reopened.search(vectors[0], k=1)[0][0][0] != ids[0]  # a dead row is never found again
+    assert reopened.stats()["rows"] == 53
 
 
 def test_open_missing_files_gives_empty_index(tmp_path: Path) -> None:
@@ -118,36 +143,35 @@ def test_open_missing_files_gives_empty_index(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
-def test_corrupt_index_file_is_detected(tmp_path: Path, damage: str) -> None:
-    _filled(tmp_path)[0].save()
-    path = tmp_path / "entities.faiss"
+@pytest.mark.parametrize("file", ["seg-000001.f32", "seg-000002.f32"])
+def test_corrupt_segment_file_is_detected(tmp_path: Path, damage: str, file: str) -> None:
+    index = _filled(tmp_path)[0]
+    index.save()
+    index.upsert(["late"], _vectors(1, seed=7))
+    index.save()
+    path = tmp_path / "entities.vectors" / file
     data = bytearray(path.read_bytes())
     if damage == "truncate":
         data = data[: len(data) // 2]
     else:
         data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(VectorIndexError, match="entities.faiss"):
+    with pytest.raises(VectorIndexError, match=f"{file} is corrupt"):
         VectorIndex.open(tmp_path, "entities", DIM)
 
 
-def test_missing_id_map_is_detected(tmp_path: Path) -> None:
+def test_missing_segment_and_damaged_id_map_are_detected(tmp_path: Path) -> None:
     _filled(tmp_path)[0].save()
-    (tmp_path / "entities.ids.json").unlink()
-    with pytest.raises(VectorIndexError, match="entities.ids.json"):
+    store = tmp_path / "entities.vectors"
+    (store / "seg-000001.f32").rename(tmp_path / "elsewhere")
+    with pytest.raises(VectorIndexError, match="seg-000001.f32 is missing"):
         VectorIndex.open(tmp_path, "entities", DIM)
-
-
-def test_unreadable_or_mismatched_id_map_is_detected(tmp_path: Path) -> None:
-    _filled(tmp_path)[0].save()
-    ids_path = tmp_path / "entities.ids.json"
-    meta = json.loads(ids_path.read_text(encoding="utf-8"))
-    meta["ids"] = meta["ids"][:-1]
-    ids_path.write_text(json.dumps(meta), encoding="utf-8")
-    with pytest.raises(VectorIndexError, match="entities.faiss holds 100 vectors but its id map 99"):
-        VectorIndex.open(tmp_path, "entities", DIM)
-    ids_path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(VectorIndexError, match="entities.ids.json"):
+    (tmp_path / "elsewhere").rename(store / "seg-000001.f32")
+    assert len(VectorIndex.open(tmp_path, "entities", DIM)) == 100
+    for extra in store.glob("map.sqlite-*"):
+        extra.unlink()
+    (store / "map.sqlite").write_bytes(b"not a database" * 100)
+    with pytest.raises(VectorIndexError, match="map.sqlite is not a valid id map"):
         VectorIndex.open(tmp_path, "entities", DIM)
 
 
@@ -201,8 +225,35 @@ def test_rebuild_to_ivf_keeps_results_and_persists(tmp_path: Path) -> None:
     np.testing.assert_allclose(reopened.vector("HP:0000002"), index.vector("HP:0000002"))
     reopened.remove(ids[:160])
     reopened.rebuild()
-    assert reopened.kind == "flat" and len(reopened) == 40
+    assert reopened.kind == "flat" and len(reopened) == 40 and reopened.stats()["rows"] == 40
     assert [hits[0][0] for hits in reopened.search(vectors[160:], k=1)] == ids[160:]
+
+
+def test_growing_past_flat_max_appends_codes_and_scores_exactly(tmp_path: Path) -> None:
+    """Past flat_max a save trains the quantizer once; later saves append the codes of their vectors
+    only, and the scores returned are exact cosines (re-ranked from the full vectors)."""
+    index = VectorIndex.open(tmp_path, "passages", DIM, flat_max=300, rerank=200)  # random data: no clusters
+    vectors = _vectors(1000, seed=11)
+    for start in range(0, 1000, 250):
+        index.upsert([f"P{i}" for i in range(start, start + 250)], vectors[start : start + 250])
+        index.fit_kind()
+        index.save()
+    assert index.kind == "ivf"
+    assert [f for f in _files(tmp_path, "passages") if f.endswith(".codes")] == [
+        f"seg-00000{i}.q1.codes" for i in range(1, 5)
+    ]
+    assert "quantizer-1.faiss" in _files(tmp_path, "passages")
+    normed = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = _vectors(50, seed=12)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    exact = np.argsort(-(queries @ normed.T), axis=1)[:, :10]
+    got = index.search(queries, k=10)
+    recall = np.mean([len({h for h, _ in g} & {f"P{i}" for i in e}) / 10 for g, e in zip(got, exact, strict=True)])
+    assert recall >= 0.9
+    for q, hits in zip(queries, got, strict=True):
+        assert [s for _, s in hits] == pytest.approx([float(normed[int(p[1:])] @ q) for p, _ in hits], abs=1e-5)
+    reopened = VectorIndex.open(tmp_path, "passages", DIM, flat_max=300, rerank=200)
+    assert reopened.kind == "ivf" and reopened.search(queries, k=10) == got
 
 
 def test_unicode_and_hash_ids_round_trip(tmp_path: Path) -> None:
@@ -240,15 +291,14 @@ class _Killed(BaseException):
 
 
 def _crash_at(monkeypatch: pytest.MonkeyPatch, target: str, call: int, directory: Path, snapshot: Path) -> None:
-    """Make the ``call``-th call of ``os.replace`` / ``_fsync`` / ``faiss.write_index`` in kg.vector_index first
-    copy ``directory`` to ``snapshot`` (what a hard kill leaves on disk: no finally blocks run) and then raise."""
+    """Make the ``call``-th call of ``os.replace`` / ``_fsync`` / ``_commit`` (the SQLite commit) in
+    kg.vector_index first copy ``directory`` to ``snapshot`` (what a hard kill leaves on disk: no finally
+    blocks run, no transaction rolled back) and then raise."""
     import shutil
 
     import kg.vector_index as module
 
-    owner, attr = {"replace": (module.os, "replace"), "fsync": (module, "_fsync")}.get(
-        target, (module.faiss, "write_index")
-    )
+    owner, attr = {"replace": (module.os, "replace"), "fsync": (module, "_fsync")}.get(target, (module, "_commit"))
     real, calls = getattr(owner, attr), {"n": 0}
 
     def crashing(*args: object) -> object:
@@ -263,7 +313,7 @@ def _crash_at(monkeypatch: pytest.MonkeyPatch, target: str, call: int, directory
 
 @pytest.mark.parametrize(
     ("target", "call"),
-    [("write_index", 1)] + [("fsync", n) for n in range(1, 5)] + [("replace", n) for n in range(1, 4)],
+    [("commit", 1), ("fsync", 1), ("fsync", 2), ("replace", 1)],
 )
 def test_save_killed_at_any_point_reopens_old_or_new_content(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, call: int
@@ -282,107 +332,155 @@ def test_save_killed_at_any_point_reopens_old_or_new_content(
     monkeypatch.undo()
     # Both the disk as a hard kill leaves it and the disk after the exception unwound (finally blocks ran).
     for where in (snapshot, directory):
+        index.close()
         reopened = VectorIndex.open(where, "entities", DIM)  # never "corrupt"
         assert reopened.ids() in (old_ids, new_ids)
         hits = reopened.search(_vectors(1, seed=3), k=1)[0]
         assert (hits[0][0] == "HP:0000100") == (reopened.ids() == new_ids)
-        # The next save commits cleanly over whatever the kill left.
+        # The next save commits cleanly over whatever the kill left, and removes it.
         reopened.upsert(["HP:0000200"], _vectors(1, seed=4))
         reopened.save()
         again = VectorIndex.open(where, "entities", DIM)
         assert again.ids() == reopened.ids()
-        assert sorted(p.name for p in where.iterdir() if not p.name.startswith(".")) == [
-            "entities.faiss",
-            "entities.ids.json",
-        ]
+        segments = [f for f in _files(where) if f.endswith(".f32")]
+        assert segments == ["seg-000001.f32", "seg-000002.f32"] + (["seg-000003.f32"] if "HP:0000100" in again else [])
 
 
-def test_save_killed_after_commit_point_opens_new_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
-    index = VectorIndex.open(directory, "entities", DIM)
-    index.upsert(_ids(5), _vectors(5))
-    index.save()
-    index.upsert(["HP:0000100"], _vectors(1, seed=3))
-    _crash_at(monkeypatch, "replace", 3, directory, snapshot)  # the index file is in place, its id map is not
-    with pytest.raises(_Killed):
-        index.save()
-    monkeypatch.undo()
-    assert "HP:0000100" in VectorIndex.open(snapshot, "entities", DIM)
-
-
-def test_first_save_killed_after_commit_point_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
-    index = VectorIndex.open(directory, "entities", DIM)
-    index.upsert(_ids(5), _vectors(5))
-    _crash_at(monkeypatch, "replace", 3, directory, snapshot)
-    with pytest.raises(_Killed):
-        index.save()
-    monkeypatch.undo()
-    assert not (snapshot / "entities.ids.json").exists()  # only the index file and the pending id map
-    assert VectorIndex.open(snapshot, "entities", DIM).ids() == _ids(5)
-
-
-def test_stale_pending_id_map_does_not_hide_a_corrupt_index_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("target", "call"), [("commit", 1), ("replace", 1), ("replace", 2), ("fsync", 3)])
+def test_switch_to_ivf_killed_at_any_point_opens_one_kind_or_the_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str, call: int
 ) -> None:
     directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
-    index, _, _ = _filled(directory, n=20)
+    index, ids, vectors = _filled(directory, n=200, flat_max=50)
     index.save()
-    index.upsert(["HP:0000100"], _vectors(1, seed=3))
-    _crash_at(monkeypatch, "replace", 2, directory, snapshot)  # killed before the commit point
+    _crash_at(monkeypatch, target, call, directory, snapshot)
     with pytest.raises(_Killed):
-        index.save()
+        index.fit_kind()
     monkeypatch.undo()
-    assert (snapshot / "entities.ids.json.pending").exists()
-    path = snapshot / "entities.faiss"
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
-    with pytest.raises(VectorIndexError, match="entities.faiss is corrupt"):
-        VectorIndex.open(snapshot, "entities", DIM)
-    moved = VectorIndex.set_aside(snapshot, "entities")
-    assert sorted(p.name.split(".damaged-")[0] for p in moved) == [
-        "entities.faiss",
-        "entities.ids.json",
-        "entities.ids.json.pending",
-    ]
-    assert len(VectorIndex.open(snapshot, "entities", DIM)) == 0
+    reopened = VectorIndex.open(snapshot, "entities", DIM, flat_max=50)
+    assert reopened.ids() == ids and reopened.kind in ("flat", "ivf")
+    was_flat = reopened.kind == "flat"
+    assert reopened.fit_kind() == was_flat and reopened.kind == "ivf"
+    assert [h[0][0] for h in reopened.search(vectors[:20], k=1)] == ids[:20]
+    reopened.upsert(["late"], _vectors(1, seed=5))
+    reopened.save()
+    files = _files(snapshot)  # only the current quantizer and its codes are left
+    assert [f for f in files if f.startswith("quantizer-")] == ["quantizer-1.faiss"]
+    assert [f for f in files if f.endswith(".codes")] == ["seg-000001.q1.codes", "seg-000002.q1.codes"]
+    assert VectorIndex.open(snapshot, "entities", DIM, flat_max=50).search(vectors[:20], k=1) == reopened.search(
+        vectors[:20], k=1
+    )
 
 
-def test_pair_written_by_earlier_versions_opens(tmp_path: Path) -> None:
+@pytest.mark.parametrize("call", [1, 2, 3])
+def test_compaction_killed_between_its_renames_is_finished_by_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: int
+) -> None:
+    directory, snapshot = tmp_path / "indexes", tmp_path / "at-kill"
+    index, ids, _ = _filled(directory, n=30)
+    index.save()
+    index.remove(ids[:10])
+    index.save()
+    import kg.vector_index as module
+
+    real, calls = module.os.replace, {"n": 0}
+
+    def crashing(src: object, dst: object) -> None:  # killed after the call-th of the swap's three renames
+        real(src, dst)
+        if str(dst).endswith(".next") or calls["n"]:
+            calls["n"] += 1
+        if calls["n"] == call:
+            import shutil
+
+            shutil.copytree(directory, snapshot)
+            raise _Killed
+
+    monkeypatch.setattr(module.os, "replace", crashing)
+    with pytest.raises(_Killed):
+        index.rebuild()
+    monkeypatch.undo()
+    where = snapshot
+    reopened = VectorIndex.open(where, "entities", DIM)
+    assert reopened.ids() == ids[10:] and reopened.stats()["rows"] in (20, 30)
+    assert not (where / "entities.vectors.next").exists() and not (where / "entities.vectors.old").exists()
+
+
+def test_compaction_drops_dead_rows(tmp_path: Path) -> None:
+    index, ids, vectors = _filled(tmp_path, n=100)
+    index.save()
+    index.remove(ids[:60])
+    index.upsert(ids[60:70], -vectors[60:70])
+    index.save()
+    assert index.stats()["rows"] == 110
+    expected = index.search(vectors, k=5)
+    index.rebuild()
+    assert index.stats() | {"rows": 40, "segments": 1} == index.stats() and index.ids() == ids[70:] + ids[60:70]
+    got = index.search(vectors, k=5)
+    assert [[h for h, _ in hits] for hits in got] == [[h for h, _ in hits] for hits in expected]
+    assert [s for hits in got for _, s in hits] == pytest.approx([s for hits in expected for _, s in hits], abs=1e-5)
+    assert [f for f in _files(tmp_path) if not f.startswith("map.sqlite")] == ["seg-000001.f32"] and [p.name for p in tmp_path.iterdir()] == ["entities.vectors"]
+
+
+def _legacy_pair(directory: Path, name: str, vectors: np.ndarray, ids: list[str], **meta: object) -> None:
+    """The two files an older medkg wrote (format 1): a FAISS IndexIDMap2 and its JSON id map."""
     import hashlib
 
     import faiss
 
-    vectors = _vectors(3)
-    faiss.normalize_L2(vectors)
-    index = faiss.IndexIDMap2(faiss.IndexFlatIP(DIM))
-    index.add_with_ids(vectors, np.arange(3, dtype=np.int64))
-    faiss.write_index(index, str(tmp_path / "entities.faiss"))
-    meta = {
+    directory.mkdir(parents=True, exist_ok=True)
+    normed = vectors.copy()
+    faiss.normalize_L2(normed)
+    index = faiss.IndexIDMap2(faiss.IndexFlatIP(normed.shape[1]))
+    index.add_with_ids(normed, np.arange(len(ids), dtype=np.int64))
+    faiss.write_index(index, str(directory / f"{name}.faiss"))
+    content = {
         "format": 1,
-        "dim": DIM,
+        "dim": normed.shape[1],
         "index_kind": "flat",
-        "ids": [["a", 0, "fa"], ["b", 1, None], ["c", 2, "fc"]],
-        "next_id": 3,
-        "sha256": hashlib.sha256((tmp_path / "entities.faiss").read_bytes()).hexdigest(),
-    }
-    (tmp_path / "entities.ids.json").write_text(json.dumps(meta), encoding="utf-8")
-    opened = VectorIndex.open(tmp_path, "entities", DIM)
-    assert opened.ids() == ["a", "b", "c"] and opened.fingerprint("a") == "fa"
+        "ids": [[sid, i, f"f{i}" if i % 2 == 0 else None] for i, sid in enumerate(ids)],
+        "next_id": len(ids),
+        "sha256": hashlib.sha256((directory / f"{name}.faiss").read_bytes()).hexdigest(),
+    } | meta
+    (directory / f"{name}.ids.json").write_text(json.dumps(content), encoding="utf-8")
+
+
+def test_pair_written_by_earlier_versions_is_moved_in_once(tmp_path: Path) -> None:
+    vectors = _vectors(3)
+    _legacy_pair(tmp_path, "entities", vectors, ["a", "b", "c"])
+    opened = VectorIndex.open(tmp_path, "entities", DIM, model="model-a")
+    assert opened.ids() == ["a", "b", "c"] and opened.fingerprint("a") == "f0" and opened.fingerprint("b") is None
     assert opened.search(vectors[1], k=1)[0][0][0] == "b"
+    assert [p.name for p in tmp_path.iterdir()] == ["entities.vectors"]  # the old pair is gone
     opened.upsert(["d"], _vectors(1, seed=8))
     opened.save()
     assert VectorIndex.open(tmp_path, "entities", DIM).ids() == ["a", "b", "c", "d"]
+    with pytest.raises(VectorIndexError, match="model 'model-a'"):  # the model that opened it is recorded
+        VectorIndex.open(tmp_path, "entities", DIM, model="model-b")
 
 
-def test_repeated_saves_leave_only_the_pair(tmp_path: Path) -> None:
-    index = VectorIndex.open(tmp_path, "entities", DIM)
-    for i in range(5):
-        index.upsert([f"x{i}"], _vectors(1, seed=i))
-        index.save()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["entities.faiss", "entities.ids.json"]
-    assert VectorIndex.open(tmp_path, "entities", DIM).ids() == [f"x{i}" for i in range(5)]
+def test_damaged_or_foreign_pair_of_an_earlier_version_is_refused(tmp_path: Path) -> None:
+    _legacy_pair(tmp_path, "entities", _vectors(4), _ids(4), model="model-a")
+    with pytest.raises(VectorIndexError, match="entities.faiss holds vectors of model 'model-a'"):
+        VectorIndex.open(tmp_path, "entities", DIM, model="model-b")
+    path = tmp_path / "entities.faiss"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(VectorIndexError, match="entities.faiss is corrupt"):
+        VectorIndex.open(tmp_path, "entities", DIM)
+    (tmp_path / "entities.ids.json").unlink()
+    with pytest.raises(VectorIndexError, match="entities.ids.json is missing"):
+        VectorIndex.open(tmp_path, "entities", DIM)
+    moved = VectorIndex.set_aside(tmp_path, "entities")
+    assert [p.name.split(".damaged-")[0] for p in moved] == ["entities.faiss"]
+    assert len(VectorIndex.open(tmp_path, "entities", DIM)) == 0
+
+
+def test_set_aside_moves_the_store(tmp_path: Path) -> None:
+    _filled(tmp_path)[0].save()
+    moved = VectorIndex.set_aside(tmp_path, "entities")
+    assert [p.name.split(".damaged-")[0] for p in moved] == ["entities.vectors"] and moved[0].is_dir()
+    assert len(VectorIndex.open(tmp_path, "entities", DIM)) == 0
 
 
 def test_an_index_built_by_another_model_is_refused(tmp_path: Path) -> None:
@@ -391,7 +489,6 @@ def test_an_index_built_by_another_model_is_refused(tmp_path: Path) -> None:
     index = VectorIndex.open(tmp_path, "passages", DIM, model="model-a")
     index.upsert(_ids(5), _vectors(5))
     index.save()
-    assert json.loads((tmp_path / "passages.ids.json").read_text())["model"] == "model-a"
     with pytest.raises(VectorIndexError, match="model 'model-a', but this process embeds with 'model-b'"):
         VectorIndex.open(tmp_path, "passages", DIM, model="model-b")
     same = VectorIndex.open(tmp_path, "passages", DIM, model="model-a")
@@ -403,31 +500,29 @@ def test_an_index_built_by_another_model_is_refused(tmp_path: Path) -> None:
         VectorIndex.open(tmp_path, "passages", DIM, model="model-b")
 
 
-def test_an_id_map_saved_before_models_were_recorded_opens_and_records_the_model(tmp_path: Path) -> None:
+def test_an_index_saved_without_a_model_opens_and_records_the_next(tmp_path: Path) -> None:
     index = VectorIndex.open(tmp_path, "passages", DIM)
     index.upsert(_ids(3), _vectors(3))
     index.save()
-    path = tmp_path / "passages.ids.json"
-    meta = json.loads(path.read_text())
-    del meta["model"]  # the format of earlier versions
-    path.write_text(json.dumps(meta))
     opened = VectorIndex.open(tmp_path, "passages", DIM, model="model-b")
     assert opened.ids() == _ids(3)
+    opened.upsert(["x"], _vectors(1, seed=2))
     opened.save()
-    assert json.loads(path.read_text())["model"] == "model-b"
+    with pytest.raises(VectorIndexError, match="model-b"):
+        VectorIndex.open(tmp_path, "passages", DIM, model="model-c")
 
 
 def test_temporary_files_of_a_killed_save_are_swept_on_open(tmp_path: Path) -> None:
     index, _, _ = _filled(tmp_path, n=5)
     index.save()
-    stale = [tmp_path / ".entities.abc123.faiss.tmp", tmp_path / ".entities.def456.ids.json.tmp"]
-    fresh = tmp_path / ".entities.ghi789.faiss.tmp"  # a save of another process, under way
-    other = tmp_path / ".passages.jkl012.faiss.tmp"  # another index's
-    for path in (*stale, fresh, other):
+    store = tmp_path / "entities.vectors"
+    stale = [store / ".seg-000002.f32.abc123.tmp", store / ".quantizer-1.faiss.def456.tmp"]
+    fresh = store / ".seg-000002.f32.ghi789.tmp"  # a save of another process, under way
+    for path in (*stale, fresh):
         path.write_bytes(b"partial")
     hour_ago = time.time() - 3600
-    for path in (*stale, other):
+    for path in stale:
         os.utime(path, (hour_ago, hour_ago))
     reopened = VectorIndex.open(tmp_path, "entities", DIM)
     assert len(reopened) == 5
-    assert not any(p.exists() for p in stale) and fresh.exists() and other.exists()
+    assert not any(p.exists() for p in stale) and fresh.exists()
