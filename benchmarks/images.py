@@ -272,9 +272,8 @@ def build_index(
         del chunk
     vectors = index.vectors
     rebuild_s = 0.0
-    if (vectors.kind == "flat") != (len(vectors) <= vectors.flat_max):  # EntityIndex's rule
-        t0 = time.perf_counter()
-        vectors.rebuild()
+    t0 = time.perf_counter()
+    if vectors.fit_kind():  # the kind its size calls for (the quantizer trained past flat_max)
         rebuild_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     index.commit()
@@ -287,7 +286,7 @@ def build_index(
         "added": added,
         "kind": vectors.kind,
         "flat_max": vectors.flat_max,
-        "nprobe": vectors.nprobe if vectors.kind == "ivf" else None,
+        "nprobe": vectors.stats()["nprobe"],
         "augment_s": augment_s,
         "add_s": add_s,
         "add_images_per_s": added / add_s,
@@ -460,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--encoder", help="also measure this encoder (transformers model name or local path)")
     ap.add_argument("--device", default="cpu", help="device of --encoder (cpu, cuda, ...)")
     ap.add_argument("--passes", type=int, default=3, help="decode passes (the best one counts)")
-    ap.add_argument("--flat-max", type=int, help="VectorIndex flat_max (default 1,000,000): lower it to get IVF")
+    ap.add_argument("--flat-max", type=int, help="VectorIndex flat_max (default 200,000): lower it to get IVF")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="folder of DICOM files")
     ap.add_argument("--seed", type=int, default=0, help="seed of the synthetic variants")
     ap.add_argument("--json", dest="json_out", type=Path, help="write the figures to this file")

@@ -24,7 +24,7 @@ from kg.embedders import TextEmbedder
 from kg.errors import InvalidInput
 from kg.lexical_index import LexicalIndex, LexicalIndexError
 from kg.sql import in_chunks
-from kg.vector_index import VectorIndex, VectorIndexError
+from kg.vector_index import DEFAULT_FLAT_MAX, VectorIndex, VectorIndexError
 
 __all__ = ["DocumentRecord", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
 
@@ -151,11 +151,14 @@ class TextIndex:
     the embedded text and the model), so re-adding a document costs nothing; removal is by passage or
     document id."""
 
-    def __init__(self, directory: Path, embedder: TextEmbedder, name: str = "passages") -> None:
+    def __init__(
+        self, directory: Path, embedder: TextEmbedder, name: str = "passages", flat_max: int = DEFAULT_FLAT_MAX
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
         self.name = name
+        self.flat_max = flat_max  # exact dense search up to this many passages, IVF-PQ above
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
         try:
@@ -165,6 +168,7 @@ class TextIndex:
             self._db.close()
             raise VectorIndexError(f"{self.directory / name}.sqlite is damaged ({exc}). {self.rebuild_hint()}") from exc
         self._vectors: VectorIndex | None = None
+        self._passages: int | None = None  # see __len__
         self.lexical = LexicalIndex(self.directory / f"{name}.tantivy")
         self._stemmer = Stemmer.Stemmer("english")
         self._check_lexical()
@@ -201,7 +205,11 @@ class TextIndex:
         if self._vectors is None:
             try:
                 vectors = VectorIndex.open(
-                    self.directory, self.name, self.embedder.dimension, model=self.embedder.model_name
+                    self.directory,
+                    self.name,
+                    self.embedder.dimension,
+                    model=self.embedder.model_name,
+                    flat_max=self.flat_max,
                 )
             except VectorIndexError as exc:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
@@ -235,8 +243,12 @@ class TextIndex:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
 
     def __len__(self) -> int:
+        """Passages stored (counted once, then kept up to date by add and remove: a count(*) over
+        millions of rows at every search would cost more than the search)."""
         with self._lock:
-            return self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+            if self._passages is None:
+                self._passages = self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+            return self._passages
 
     def get(self, ids: Sequence[str]) -> dict[str, PassageRecord]:
         with self._lock:
@@ -355,6 +367,7 @@ class TextIndex:
                 else:
                     if old is None:
                         result.added += 1
+                        self._passages = None if self._passages is None else self._passages + 1
                     else:
                         result.changed += 1
                     self._db.execute(
@@ -438,7 +451,9 @@ class TextIndex:
         with self._lock:
             n = 0
             for chunk, marks in in_chunks(ids):
-                n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
+                deleted = self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
+                n += deleted
+                self._passages = None if self._passages is None else self._passages - deleted
                 self._db.executemany("INSERT OR IGNORE INTO lexical_pending(id) VALUES (?)", [(i,) for i in chunk])
                 self._db.executemany("INSERT OR IGNORE INTO dense_removed(id) VALUES (?)", [(i,) for i in chunk])
             self._db.commit()

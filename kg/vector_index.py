@@ -33,7 +33,7 @@ from kg.vector_legacy import LegacyIndexError, has_legacy, legacy_paths, read_le
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["VectorIndex", "VectorIndexError"]
+__all__ = ["DEFAULT_FLAT_MAX", "VectorIndex", "VectorIndexError"]
 
 FORMAT_VERSION = 2
 DEFAULT_FLAT_MAX = 200_000  # exact search up to here (300 MB of vectors at 384 dimensions)
@@ -708,7 +708,7 @@ class VectorIndex:
                 if self._count > self.flat_max:
                     fresh._connect()
                     fresh._switch_to_ivf(fresh._train(*self._sample()))
-                for ids, fps, vectors in self._iter_live(COMPACT_SEGMENT_ROWS):
+                for ids, fps, vectors in self.iter_live(COMPACT_SEGMENT_ROWS):
                     fresh.upsert(ids, vectors, fps)
                     fresh.save()
                 fresh._dirty = True
@@ -727,8 +727,9 @@ class VectorIndex:
                 shutil.rmtree(work, ignore_errors=True)
             self._load()
 
-    def _iter_live(self, page: int) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
-        """The committed live vectors in row order, ``page`` at a time."""
+    def iter_live(self, page: int) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
+        """(ids, fingerprints, vectors) of the saved vectors, ``page`` at a time in the order they were
+        written (compaction, exact-search baselines)."""
         after = -1
         while self._db is not None:
             rows = self._db.execute("SELECT row, sid, fp FROM ids WHERE row > ? ORDER BY row LIMIT ?", (after, page))
@@ -754,7 +755,7 @@ class VectorIndex:
     def probes(self) -> int:
         """IVF lists probed per query: ``nprobe`` if given, else by size (more lists, more probed)."""
         nlist = self._ivf.nlist if self._ivf is not None else 1
-        wanted = self.nprobe or max(16, nlist // 16)
+        wanted = self.nprobe or max(32, nlist // 64)
         return max(1, min(wanted, nlist))
 
     def search(self, queries: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
@@ -778,8 +779,8 @@ class VectorIndex:
             ]
 
     def _rerank(self, queries: np.ndarray, k: int, params: Any) -> tuple[np.ndarray, np.ndarray]:
-        """IVF-PQ candidates (``rerank``, default ``max(10 k, 100)``) scored exactly from the full vectors."""
-        want = min(self._count, max(self.rerank or 0, 10 * k, 100))
+        """IVF-PQ candidates (``rerank``, default ``max(10 k, 500)``) scored exactly from the full vectors."""
+        want = min(self._count, self.rerank or max(10 * k, 500))
         _, candidates = self._ivf.search(queries, want, params=params)
         scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
         rows = np.full((len(queries), k), -1, dtype=np.int64)

@@ -127,3 +127,20 @@ def test_images_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Pa
         assert 0 < p["p50"] <= p["p95"] <= p["max"], name
     assert search["ratio_p50"] > 0
     assert search["recall_at_10"] == 1.0  # a flat index is exact
+
+
+@pytest.mark.slow
+def test_scale_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Two sizes, the second past a lowered flat_max: the passage store switches to IVF-PQ, the figures
+    of both print as JSON lines with their ratios, and recall is measured against exact search."""
+    from benchmarks import scale
+
+    shared("pubmedqa")
+    args = ["--sizes", "3000,12000", "--flat-max", "6000", "--checkpoints", "1", "--no-serve"]
+    assert scale.main([*args, "--json", "--dir", str(tmp_path / "data")]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [r["passages"] for r in rows] == [3000, 12000]
+    assert [r["dense_kind"] for r in rows] == ["flat", "ivf"] and rows[1]["nprobe"] <= rows[1]["nlist"]
+    for key in ("checkpoint_s", "checkpoint_ratio", "search_p50_ms", "search_p95_ms", "recall_at_10", "disk_mb"):
+        assert all(isinstance(r[key], int | float) for r in rows), key
+    assert rows[0]["recall_at_10"] == 1.0 and rows[1]["recall_at_10"] >= 0.9
