@@ -87,7 +87,9 @@ def _exact_top10(index: TextIndex, queries: np.ndarray) -> list[set[str]]:
     best_i = np.empty((len(queries), 0), dtype=object)
     for ids, _, vectors in index.vectors.iter_live(200_000):
         scores = np.concatenate([best_s, queries @ vectors.T], axis=1)
-        names = np.concatenate([best_i, np.broadcast_to(np.asarray(ids, dtype=object), (len(queries), len(ids)))], axis=1)
+        names = np.concatenate(
+            [best_i, np.broadcast_to(np.asarray(ids, dtype=object), (len(queries), len(ids)))], axis=1
+        )
         top = np.argpartition(-scores, 10, axis=1)[:, :10] if scores.shape[1] > 10 else np.argsort(-scores, axis=1)
         best_s, best_i = np.take_along_axis(scores, top, 1), np.take_along_axis(names, top, 1)
     return [set(row) for row in best_i]
@@ -95,7 +97,9 @@ def _exact_top10(index: TextIndex, queries: np.ndarray) -> list[set[str]]:
 
 def _recall_at_10(index: TextIndex, queries: np.ndarray) -> float:
     exact = _exact_top10(index, queries)
-    found = sum(len({pid for pid, _ in index.dense_search("", 10, vector=q)} & e) for q, e in zip(queries, exact, strict=True))
+    found = sum(
+        len({pid for pid, _ in index.dense_search("", 10, vector=q)} & e) for q, e in zip(queries, exact, strict=True)
+    )
     return found / (10 * len(queries))
 
 

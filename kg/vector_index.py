@@ -10,7 +10,6 @@ exactly from the full vectors. ``rebuild`` compacts (drops dead rows, retrains).
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import logging
 import math
@@ -215,9 +214,9 @@ class VectorIndex:
     def _load(self) -> None:
         try:
             self._load_checked()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, KeyError, ValueError) as exc:
             self.close()
-            raise VectorIndexError(f"{self.map_path} is not a valid id map: {exc}") from exc
+            raise VectorIndexError(f"{self.map_path} is not a valid id map: {exc!r}") from exc
         except VectorIndexError:
             self.close()
             raise
@@ -246,8 +245,10 @@ class VectorIndex:
         segments = rows.fetchall()
         verified = {f: (s, m) for f, s, m in db.execute("SELECT file, size, mtime_ns FROM verified")}
         if sum(r[2] for r in segments) != self._next_row:
-            raise VectorIndexError(f"{self.map_path} lists segments of {sum(r[2] for r in segments)} rows, not {self._next_row}")
-        for seg, first, n, sha, codes_gen, codes_sha in segments:
+            raise VectorIndexError(
+                f"{self.map_path} lists segments of {sum(r[2] for r in segments)} rows, not {self._next_row}"
+            )
+        for seg, first, n, sha, codes_gen, _ in segments:
             path = self.store / f"seg-{seg:06d}.f32"
             self._check_file(path, n * self.dim * 4, sha, verified)
             self._segments.append(_Segment(seg, first, n, path))
@@ -655,7 +656,10 @@ class VectorIndex:
         files, codes = [entry], []
         for segment in self._segments:
             block = np.concatenate(
-                [index.sa_encode(np.ascontiguousarray(self._mmap(segment)[s : s + 65_536])) for s in range(0, segment.rows, 65_536)]
+                [
+                    index.sa_encode(np.ascontiguousarray(self._mmap(segment)[s : s + 65_536]))
+                    for s in range(0, segment.rows, 65_536)
+                ]
             )
             sha, entry = self._write(self._codes_path(segment.seg, gen), block)
             files.append(entry)

@@ -418,7 +418,9 @@ def test_compaction_drops_dead_rows(tmp_path: Path) -> None:
     got = index.search(vectors, k=5)
     assert [[h for h, _ in hits] for hits in got] == [[h for h, _ in hits] for hits in expected]
     assert [s for hits in got for _, s in hits] == pytest.approx([s for hits in expected for _, s in hits], abs=1e-5)
-    assert [f for f in _files(tmp_path) if not f.startswith("map.sqlite")] == ["seg-000001.f32"] and [p.name for p in tmp_path.iterdir()] == ["entities.vectors"]
+    assert [f for f in _files(tmp_path) if not f.startswith("map.sqlite")] == ["seg-000001.f32"] and [
+        p.name for p in tmp_path.iterdir()
+    ] == ["entities.vectors"]
 
 
 def _legacy_pair(directory: Path, name: str, vectors: np.ndarray, ids: list[str], **meta: object) -> None:
