@@ -12,6 +12,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -169,6 +170,7 @@ class TextIndex:
             raise VectorIndexError(f"{self.directory / name}.sqlite is damaged ({exc}). {self.rebuild_hint()}") from exc
         self._vectors: VectorIndex | None = None
         self._passages: int | None = None  # see __len__
+        self._pool: ThreadPoolExecutor | None = None  # runs BM25 beside the dense search (search)
         self.lexical = LexicalIndex(self.directory / f"{name}.tantivy")
         self._stemmer = Stemmer.Stemmer("english")
         self._check_lexical()
@@ -243,12 +245,23 @@ class TextIndex:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
 
     def __len__(self) -> int:
-        """Passages stored (counted once, then kept up to date by add and remove: a count(*) over
-        millions of rows at every search would cost more than the search)."""
+        """Passages stored: meta 'passages', kept by add and remove in their transactions (a count(*)
+        takes 5 s over 10M rows on a cold cache); counted once where an older medkg did not keep it."""
         with self._lock:
             if self._passages is None:
-                self._passages = self._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+                row = self._db.execute("SELECT value FROM meta WHERE key = 'passages'").fetchone()
+                if row is None:
+                    row = self._db.execute("SELECT count(*) FROM passages").fetchone()
+                    self._db.execute("INSERT INTO meta(key, value) VALUES ('passages', ?)", row)
+                    self._db.commit()
+                self._passages = row[0]
             return self._passages
+
+    def _count_passages(self, change: int) -> None:
+        """Add ``change`` to the stored count, in the caller's transaction (which called len() first)."""
+        if change:
+            self._db.execute("UPDATE meta SET value = value + ? WHERE key = 'passages'", (change,))
+            self._passages = (self._passages or 0) + change
 
     def get(self, ids: Sequence[str]) -> dict[str, PassageRecord]:
         with self._lock:
@@ -354,6 +367,7 @@ class TextIndex:
         stored = self.get([r.id for r in records])
         todo: list[PassageRecord] = []
         with self._lock:
+            len(self)  # the stored count exists before this transaction changes it
             for rec in records:
                 old = stored.get(rec.id)
                 embed_text = rec.embed_text or rec.text
@@ -367,7 +381,6 @@ class TextIndex:
                 else:
                     if old is None:
                         result.added += 1
-                        self._passages = None if self._passages is None else self._passages + 1
                     else:
                         result.changed += 1
                     self._db.execute(
@@ -376,6 +389,7 @@ class TextIndex:
                     )
                     self._db.execute("INSERT OR IGNORE INTO lexical_pending(id) VALUES (?)", (rec.id,))
                 todo.append(rec)
+            self._count_passages(result.added)
             self._db.commit()
         # Embedding is decided by the vectors' own fingerprints, so an interrupted run re-embeds
         # exactly what did not reach the saved index.
@@ -449,13 +463,13 @@ class TextIndex:
     def remove(self, ids: Iterable[str]) -> int:
         ids = list(ids)
         with self._lock:
+            len(self)  # the stored count exists before this transaction changes it
             n = 0
             for chunk, marks in in_chunks(ids):
-                deleted = self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
-                n += deleted
-                self._passages = None if self._passages is None else self._passages - deleted
+                n += self._db.execute(f"DELETE FROM passages WHERE id IN ({marks})", chunk).rowcount
                 self._db.executemany("INSERT OR IGNORE INTO lexical_pending(id) VALUES (?)", [(i,) for i in chunk])
                 self._db.executemany("INSERT OR IGNORE INTO dense_removed(id) VALUES (?)", [(i,) for i in chunk])
+            self._count_passages(-n)
             self._db.commit()
         self.vectors.remove(ids)
         return n
@@ -523,12 +537,13 @@ class TextIndex:
     def bm25_search(self, query: str, k: int) -> list[tuple[str, float]]:
         with self._lock:
             self._sync_lexical()  # what a crash or an uncommitted add left pending
-            tokens = bm25_tokenize([query], self._stemmer, return_ids=False)[0]
-            try:
-                return self.lexical.search(tokens, k)
-            except LexicalIndexError as exc:
+        tokens = bm25_tokenize([query], self._stemmer, return_ids=False)[0]
+        try:
+            return self.lexical.search(tokens, k)  # unlocked: Tantivy searches in parallel, without the GIL
+        except LexicalIndexError as exc:
+            with self._lock:
                 self._rebuild_lexical(exc)
-                return self.lexical.search(tokens, k)
+            return self.lexical.search(tokens, k)
 
     def dense_search(self, query: str, k: int, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
         if not len(self.vectors):
@@ -588,14 +603,17 @@ class TextIndex:
             raise InvalidInput("k must be positive")
         if not len(self):
             return []
-        if mode == "bm25":
-            vector = None
-        elif vector is None:
-            vector = self.embedder.encode([query])[0]
         n = max(candidates, k)
         while True:
+            # BM25 runs in a thread of its own while the query is embedded and the dense index searched:
+            # Tantivy releases the GIL, so a hybrid search costs the slower of the two, not their sum.
+            lexical_job = self._searcher_pool().submit(self.bm25_search, query, n) if mode != "dense" else None
+            if mode == "bm25":
+                vector = None
+            elif vector is None:
+                vector = self.embedder.encode([query])[0]
             dense = self.dense_search(query, n, vector) if mode != "bm25" else []
-            lexical = self.bm25_search(query, n) if mode != "dense" else []
+            lexical = lexical_job.result() if lexical_job is not None else []
             order, fused, cosines, records = self._fuse(dense, lexical, mode, vector, floor, exclude_retracted)
             # Retracted or gone passages (and, in hybrid, the floor) can leave fewer than k of the first n
             # candidates. Look further only where more may qualify: a list cut at n; in hybrid, one passes
@@ -633,8 +651,17 @@ class TextIndex:
             )
         return hits
 
+    def _searcher_pool(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bm25")
+            return self._pool
+
     def close(self) -> None:
         with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
             if self._vectors is not None:
                 self._vectors.close()
             self._db.close()

@@ -337,3 +337,24 @@ def test_the_index_kind_follows_its_size_on_every_load(tmp_path: Path, text_embe
     reopened.remove([p.id for p in many[:100]])
     reopened.commit()
     assert len(reopened.vectors) == 55 and reopened.vectors.kind == "flat"
+
+
+def test_the_passage_count_is_kept_with_the_passages(tmp_path: Path, text_embedder) -> None:
+    """len() reads a count kept in the transactions that add and remove passages (no count(*) per
+    search); a table of an older medkg without it is counted once."""
+    index = TextIndex(tmp_path, text_embedder)
+    index.add(PASSAGES)
+    index.add(PASSAGES[:2])  # unchanged: not counted again
+    index.add([PassageRecord("PMID:1#s0", "PMID:1", "Marfan syndrome: changed text.")])  # changed, same id
+    assert len(index) == 5
+    assert index.remove(["PMID:2#s0", "PMID:404#s0"]) == 1 and len(index) == 4
+    index.commit()
+    index.close()
+    with sqlite3.connect(tmp_path / "passages.sqlite") as db:
+        assert db.execute("SELECT value FROM meta WHERE key = 'passages'").fetchone() == (4,)
+        db.execute("DELETE FROM meta WHERE key = 'passages'")  # as an older medkg left it
+    reopened = TextIndex(tmp_path, text_embedder)
+    assert len(reopened) == 4
+    reopened.remove_documents(["PMID:3"])
+    assert len(reopened) == 3 == reopened._db.execute("SELECT count(*) FROM passages").fetchone()[0]
+    reopened.close()
