@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -17,7 +17,9 @@ from kg.embedders import EmbedderError
 from kg.graph.base import GraphStoreError
 from kg.settings import Settings, SettingsError, load_settings
 from kg.vector_index import VectorIndexError
-from service.container import Container
+
+if TYPE_CHECKING:  # the container pulls in the models' libraries: imported when a command needs it
+    from service.container import Container
 
 out = Console()
 err = Console(stderr=True)
@@ -41,6 +43,8 @@ def settings() -> Settings:
 @contextmanager
 def container() -> Iterator[Container]:
     """A container whose configuration and store errors end the command with a one-line message."""
+    from service.container import Container
+
     c = Container(settings())
     try:
         yield c

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,7 +11,9 @@ from kg.graph.base import GraphStoreError
 from kg.settings import SettingsError, load_settings
 from kg.vector_index import VectorIndex, VectorIndexError
 from service.cli.common import container, fail, out
-from service.container import Container
+
+if TYPE_CHECKING:
+    from service.container import Container
 
 
 def reindex(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from ingest.writer import Item, OlderRelease
 from service.cli.common import container, fail, settings
 from service.cli.render import (
     print_images_load,
@@ -18,8 +17,10 @@ from service.cli.render import (
     print_reports_load,
     print_source_load,
 )
-from service.container import Container
-from service.ingestion import load_dicom, load_literature, load_reports, load_source, relink
+
+if TYPE_CHECKING:  # the use cases pull in the graph store and the models: imported when a command runs
+    from ingest.writer import Item
+    from service.container import Container
 
 app = typer.Typer(
     help="Load ontologies and edge lists into the graph (idempotent; re-run to resume).", no_args_is_help=True
@@ -30,9 +31,17 @@ EmbedOpt = Annotated[bool, typer.Option("--embed/--no-embed", help="Update the e
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show progress bars.")]
 
 
+def _ingestion():  # noqa: ANN202 - the module service.ingestion
+    import service.ingestion
+
+    return service.ingestion
+
+
 def run(c: Container, items: Iterable[Item], source: str, embed: bool, progress: bool) -> None:
+    from ingest.writer import OlderRelease
+
     try:
-        loaded = load_source(c, items, source, embed, progress)
+        loaded = _ingestion().load_source(c, items, source, embed, progress)
     except OlderRelease as exc:
         raise fail(str(exc)) from None
     print_source_load(out, loaded)
@@ -130,7 +139,7 @@ ExtractOpt = Annotated[
 
 
 def run_relink(c: Container, force: bool = False, progress: bool = True) -> None:
-    print_relink(out, relink(c, force=force, progress=progress))
+    print_relink(out, _ingestion().relink(c, force=force, progress=progress))
 
 
 @app.command("pubmed")
@@ -146,7 +155,9 @@ def ingest_pubmed(
     with container() as c:
         files = expand_paths(paths)
         out.print(f"{len(files):,} file(s)", highlight=False)
-        print_literature_load(out, load_literature(c, iter_records(files), "pubmed", link, extract, progress))
+        print_literature_load(
+            out, _ingestion().load_literature(c, iter_records(files), "pubmed", link, extract, progress)
+        )
 
 
 @app.command("docs")
@@ -161,7 +172,7 @@ def ingest_docs(
 
     with container() as c:
         print_literature_load(
-            out, load_literature(c, iter_records(expand_paths(files)), "docs", link, extract, progress)
+            out, _ingestion().load_literature(c, iter_records(expand_paths(files)), "docs", link, extract, progress)
         )
 
 
@@ -195,7 +206,7 @@ def ingest_entrez(
         else:
             ids = [p.strip() for p in (pmids or "").split(",") if p.strip()][:max_results]
             records = client.fetch(ids, checkpoint=path, progress=progress, delivery=delivery)
-        loaded = load_literature(c, records, "entrez", link, extract, progress, on_commit=delivery.commit)
+        loaded = _ingestion().load_literature(c, records, "entrez", link, extract, progress, on_commit=delivery.commit)
         print_literature_load(out, loaded)
         out.print(f"checkpoint: {path}", highlight=False)
 
@@ -223,7 +234,7 @@ def ingest_dicom(
         out.print(f"[bold red]error:[/] no such file or folder: {', '.join(missing)}")
         raise typer.Exit(2)
     with container() as c:
-        print_images_load(out, load_dicom(c, paths, progress))
+        print_images_load(out, _ingestion().load_dicom(c, paths, progress))
 
 
 @app.command("reports")
@@ -249,7 +260,7 @@ def ingest_reports(
 
     with container() as c:
         try:
-            print_reports_load(out, load_reports(c, file, projections, progress, replace))
+            print_reports_load(out, _ingestion().load_reports(c, file, projections, progress, replace))
         except ReportFormatError as exc:
             out.print(f"[bold red]error:[/] {exc}")
             raise typer.Exit(2) from None

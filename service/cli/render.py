@@ -3,15 +3,18 @@ draft. The use cases return these results; only the CLI prints them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
-from ingest.summary import IngestSummary
-from kg.entity_index import IndexUpdate
-from service.demo import Note, Outcome, Step
-from service.ingestion import ImagesLoad, LiteratureLoad, Relink, ReportsLoad, SourceLoad
-from service.qa.engine import QAResponse
-from service.radiology.generator import GeneratedReport
+if TYPE_CHECKING:  # what is printed: imported where it is printed, so that `medkg --help` stays fast
+    from ingest.summary import IngestSummary
+    from kg.entity_index import IndexUpdate
+    from service.demo import Note, Outcome, Step
+    from service.ingestion import ImagesLoad, LiteratureLoad, Relink, ReportsLoad, SourceLoad
+    from service.qa.engine import QAResponse
+    from service.radiology.generator import GeneratedReport
 
 
 def print_answer(console: Console, r: QAResponse, show_timings: bool = True) -> None:
@@ -150,6 +153,12 @@ def print_draft(console: Console, r: GeneratedReport) -> None:
 def show_demo(console: Console, log: Console, event: Step | Note | Outcome) -> None:
     """One event of ``service.demo.demo``: what a load did on ``log`` (as ``medkg ingest`` prints it, on
     stderr), the rest on ``console``."""
+    from kg.entity_index import IndexUpdate
+    from service.demo import Note, Step
+    from service.ingestion import ImagesLoad, LiteratureLoad, Relink, ReportsLoad, SourceLoad
+    from service.qa.engine import QAResponse
+    from service.radiology.generator import GeneratedReport
+
     if isinstance(event, Step):
         console.rule(event.title)
     elif isinstance(event, Note):
