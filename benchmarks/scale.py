@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = load_settings(data_dir=data)
     faiss.omp_set_num_threads(settings.faiss_threads)  # as the service runs it: one query at a time
     asked = questions()
-    timed, warm_up = asked[: len(asked) // 2], asked[len(asked) // 2 :]
+    timed_questions, warm_up = asked[: len(asked) // 2], asked[len(asked) // 2 :]
     embedder = CopiedEmbedder(build_embedder(settings), [t for _, t in real_passages()], asked)
     query_vectors = embedder.encode(asked)
     index = TextIndex(data / "indexes", embedder, flat_max=args.flat_max)  # type: ignore[arg-type]
@@ -158,12 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         grown_to = max(done, size - args.checkpoints * CHECKPOINT)
         _grow(index, done, grown_to, commit_every=BUILD_COMMIT)  # the growth's build, in large commits
         build_s = time.perf_counter() - t0
-        timed = _grow(index, grown_to, size)  # then checkpoints of 10k, timed one by one
+        checkpoints = _grow(index, grown_to, size)  # then checkpoints of 10k, timed one by one
         done = size
         for q in warm_up:  # untimed: the caches a running service has warm
             index.search(q, k=10, mode="hybrid")
         times = []
-        for q in timed:
+        for q in timed_questions:
             t1 = time.perf_counter()
             index.search(q, k=10, mode="hybrid")
             times.append((time.perf_counter() - t1) * 1000)
@@ -171,8 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         stats = index.vectors.stats()
         row = {
             "passages": len(index),
-            "checkpoint_s": round(statistics.median(timed), 3),
-            "checkpoint_max_s": round(max(timed), 3),
+            "checkpoint_s": round(statistics.median(checkpoints), 3),
+            "checkpoint_max_s": round(max(checkpoints), 3),
             "build_s": round(build_s, 1),
             "disk_mb": _disk_mb(data / "indexes"),
             "search_p50_ms": round(statistics.median(times), 2),
