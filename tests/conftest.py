@@ -88,11 +88,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseGraphS
 
 @pytest.fixture(scope="session")
 def text_embedder():  # noqa: ANN201 - kg.embedders.TextEmbedder
-    """The real offline embedding model, loaded once per test session."""
+    """The real offline embedding model, loaded once per test session, on the path this CPU gets (or the one
+    MEDKG_EMBEDDING_BACKEND / MEDKG_EMBEDDING_DTYPE ask for: the suite runs on each path that way)."""
     from kg.embedders import TextEmbedder
     from kg.settings import DEFAULT_EMBEDDING_MODEL
 
-    return TextEmbedder(DEFAULT_EMBEDDING_MODEL)
+    return TextEmbedder(
+        DEFAULT_EMBEDDING_MODEL,
+        dtype=os.environ.get("MEDKG_EMBEDDING_DTYPE", "auto"),
+        backend=os.environ.get("MEDKG_EMBEDDING_BACKEND", "auto"),
+    )
 
 
 def shared(*parts: str) -> Path:

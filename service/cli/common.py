@@ -57,6 +57,15 @@ def container() -> Iterator[Container]:
             pass
 
 
+def announce_embedding(configured: Settings) -> None:
+    """Say which embedding path this CPU gets (kg.embedders.resolve_path) before a command loads the model."""
+    from kg.embedders import resolve_path
+
+    path = resolve_path(configured.embedding_backend, configured.embedding_dtype, configured.embedding_device)
+    note = "; its graph is exported once, on first use" if path.graph else ""
+    err.print(f"text embedding: {configured.embedding_model} on {path} ({path.reason}){note}")
+
+
 def emit(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) -> None:
     if as_json or render is None:
         sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli.common import container, err, out, settings
+from service.cli.common import announce_embedding, container, err, out, settings
 
 
 def demo(
@@ -22,6 +22,7 @@ def demo(
     from service.demo import demo as run_demo
     from service.demo import find_shared_data
 
+    announce_embedding(settings())
     with container() as c:
         for event in run_demo(c, find_shared_data(shared_data), embed=embed, progress=progress):
             show_demo(out, err, event)
@@ -43,6 +44,7 @@ def serve(
         update={"api_host": host or configured.api_host, "api_port": port or configured.api_port}
     )
     root = f"http://{configured.api_host}:{configured.api_port}"
+    announce_embedding(configured)
     out.print(f"serving on {root}: web pages at {root}/ (ask, /reports, /differential, /eval), API docs at /docs")
     # proxy_headers off: MEDKG_TRUSTED_PROXIES alone decides whose X-Forwarded-For is believed (uvicorn's own
     # default trusts any loopback peer's header and would hide the socket peer from service/api/security/proxies.py)

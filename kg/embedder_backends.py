@@ -1,0 +1,347 @@
+"""Inference graphs of a sentence-transformers model for ONNX Runtime and OpenVINO, and the cache they live in.
+
+The model (Transformer, pooling and whatever else it stacks) is traced once to one ONNX graph from the
+already loaded PyTorch model - nothing is downloaded - then, on demand, graph-optimised (optimum's O1-O3
+levels, done with onnxruntime's own transformer optimizer) or int8-quantised. Each graph is written to a
+temporary name, renamed into place and recorded with its SHA-256 in a sidecar; a graph whose record is
+missing or does not match (an interrupted or damaged export) is rebuilt. The cache folder is keyed by a
+hash of the weights and module configuration, so a changed model never reuses another's graph.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "GRAPHS",
+    "ExportCache",
+    "ExportError",
+    "OnnxRunner",
+    "OpenVinoRunner",
+    "cpu_features",
+    "default_cache_root",
+]
+
+log = logging.getLogger(__name__)
+
+# Bumped when the export code changes what a graph holds: old cache folders are then left alone.
+EXPORT_FORMAT = 1
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "sentence_embedding"
+
+# name -> (graph it is derived from, what it is). optimum's O-levels: O1 basic ORT optimisations; O2 extended
+# ones plus the transformer fusions (attention, skip-layernorm, bias-GELU); O3 = O2 with GELU approximated
+# (tanh). optimum's O4 is O3 in float16 for GPUs, so there is none here.
+GRAPHS: dict[str, tuple[str | None, str]] = {
+    "float32": (None, "the traced float32 graph"),
+    "O1": ("float32", "ORT basic graph optimisations"),
+    "O2": ("float32", "ORT extended optimisations and transformer fusions"),
+    "O3": ("float32", "O2 with the GELU approximation"),
+    "O1-int8": ("O1", "int8 dynamic quantisation of the O1 graph's matrix products"),
+    "O2-int8": ("O2", "int8 dynamic quantisation of the O2 graph's matrix products"),
+    "int8-static": ("float32", "int8 static quantisation (QDQ), activations calibrated on given texts"),
+}
+
+
+class ExportError(RuntimeError):
+    """A graph cannot be exported, optimised or loaded."""
+
+
+def default_cache_root() -> Path:
+    """``$XDG_CACHE_HOME/medkg/embedders`` (default ``~/.cache/medkg/embedders``): one cache for every data
+    dir, as a graph depends on the model and the libraries only."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "medkg" / "embedders"
+
+
+def cpu_features() -> dict[str, Any]:
+    """The CPU's model name and the instruction sets that decide the embedding path (Linux /proc/cpuinfo)."""
+    name, flags = "unknown", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    return {
+        "model": name,
+        "cores": os.cpu_count(),
+        "avx2": "avx2" in flags,
+        "avx512": "avx512f" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,
+        "bf16": "avx512_bf16" in flags or "amx_bf16" in flags,
+        "amx": "amx_tile" in flags,
+    }
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_key(model: Any) -> str:  # noqa: ANN401 - a SentenceTransformer
+    """A hash of what the graph is made of: the modules' configuration, every weight, the export format
+    and the torch version that traces it."""
+    import torch
+
+    digest = hashlib.sha256(f"{EXPORT_FORMAT}\n{torch.__version__}\n{model!r}\n".encode())
+    for name, tensor in model.state_dict().items():
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def _export(model: Any, out: Path) -> None:  # noqa: ANN401 - a SentenceTransformer
+    import torch
+
+    names = tuple(n for n in INPUT_NAMES if n in model.preprocess(["a"]))
+
+    class Sentence(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.model(dict(zip(names, tensors, strict=True)))[OUTPUT_NAME]
+
+    # two texts of different lengths: padding and a batch of more than one are traced, not constants
+    example = model.preprocess(["a short text", "a longer text of several more words, so the first is padded"])
+    axes = {n: {0: "batch", 1: "sequence"} for n in names} | {OUTPUT_NAME: {0: "batch"}}
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on Python conditions it froze (shape checks)
+        torch.onnx.export(
+            Sentence().eval(),
+            tuple(example[n] for n in names),
+            str(out),
+            input_names=list(names),
+            output_names=[OUTPUT_NAME],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+            do_constant_folding=True,
+        )
+
+
+def _optimise(src: Path, out: Path, level: str) -> None:
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    if level == "O1":
+        optimised = optimize_model(str(src), model_type="bert", opt_level=1, only_onnxruntime=True)
+    else:
+        options = FusionOptions("bert")
+        options.enable_gelu_approximation = level == "O3"
+        optimised = optimize_model(str(src), model_type="bert", opt_level=2, optimization_options=options)
+    optimised.save_model_to_file(str(out))
+
+
+def _quantise_static(model: Any, src: Path, out: Path, texts: list[str]) -> None:  # noqa: ANN401
+    from onnxruntime.quantization import CalibrationDataReader
+
+    names = tuple(n for n in INPUT_NAMES if n in model.preprocess(["a"]))
+
+    class Batches(CalibrationDataReader):
+        def __init__(self) -> None:
+            batches = [texts[i : i + 16] for i in range(0, len(texts), 16)]
+            self.feeds = iter({n: f[n].numpy().astype(np.int64) for n in names} for f in map(model.preprocess, batches))
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.feeds, None)
+
+    prepared = out.with_name(out.name + ".prep.onnx")
+    # ORT's shape inference leaves scratch files in the working directory: work in the cache folder (this
+    # graph is built by benchmarks only - it fails the quality bar - so changing directory is safe here)
+    with contextlib.chdir(out.parent):
+        _quantise_static_here(src, prepared, out, Batches())
+
+
+def _quantise_static_here(src: Path, prepared: Path, out: Path, batches: Any) -> None:  # noqa: ANN401
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    try:
+        quant_pre_process(str(src), str(prepared), skip_symbolic_shape=True)
+        quantize_static(
+            str(prepared),
+            str(out),
+            batches,
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=False,
+        )
+    finally:
+        prepared.unlink(missing_ok=True)
+
+
+def _quantise(src: Path, out: Path) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    # The matrix products only (quantised embeddings cost quality for no speed), int8 weights per output
+    # channel in 7 bits: without VNNI the u8 x s8 products saturate in 16 bits at full range, so one graph
+    # gives the same vectors on every CPU. Measured (benchmarks/embedding.py): per-tensor weights, or the
+    # embedding tables quantised too, fall to mean cosine 0.95 to float32.
+    quantize_dynamic(
+        str(src),
+        str(out),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=True,
+        op_types_to_quantize=["MatMul"],
+        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # types of the fused ops' outputs
+    )
+
+
+class ExportCache:
+    """The graphs of one model under ``root/<name>-<key>/``; :meth:`graph` returns a verified file,
+    building (or rebuilding) it first when needed. ``built`` lists what this object had to build."""
+
+    def __init__(
+        self,
+        model: Any,  # noqa: ANN401 - a SentenceTransformer
+        model_name: str,
+        root: Path | None = None,
+        calibration: list[str] | None = None,
+    ) -> None:
+        self.model = model
+        self.calibration = calibration  # the texts int8-static calibrates its activations on
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name.replace("package:", "")).strip("_")[-60:]
+        self.directory = (root or default_cache_root()) / f"{slug}-{model_key(model)}"
+        self.built: list[str] = []
+
+    def path(self, graph: str) -> Path:
+        return self.directory / f"{graph}.onnx"
+
+    def _record(self, graph: str) -> Path:
+        return self.directory / f"{graph}.json"
+
+    def valid(self, graph: str) -> bool:
+        """The graph's file is whole: its record exists and its size and SHA-256 match."""
+        path, record = self.path(graph), self._record(graph)
+        try:
+            meta = json.loads(record.read_text())
+            return path.stat().st_size == meta["size"] and _sha256(path) == meta["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One process builds at a time (pytest-xdist workers, two services on one host)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with (self.directory / ".lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def graph(self, graph: str, rebuild: bool = False) -> Path:
+        if graph not in GRAPHS:
+            raise ExportError(f"unknown graph {graph!r}; known: {', '.join(GRAPHS)}")
+        if not rebuild and self.valid(graph):
+            return self.path(graph)
+        source, _ = GRAPHS[graph]
+        src = self.graph(source) if source else None  # before the lock: flock does not nest in a process
+        with self._locked():
+            if not rebuild and self.valid(graph):  # another process built it while this one waited
+                return self.path(graph)
+            self._build(graph, src)
+        return self.path(graph)
+
+    def _build(self, graph: str, src: Path | None) -> None:
+        path, record = self.path(graph), self._record(graph)
+        record.unlink(missing_ok=True)  # no record while the file is replaced: a crash leaves it invalid
+        tmp = self.directory / f".{graph}.{os.getpid()}.tmp.onnx"
+        started = time.perf_counter()
+        try:
+            if graph == "float32":
+                _export(self.model, tmp)
+            elif graph == "int8-static":
+                if not self.calibration:
+                    raise ExportError("int8-static needs calibration texts")
+                _quantise_static(self.model, src, tmp, self.calibration)
+            elif graph.endswith("int8"):
+                _quantise(src, tmp)
+            else:
+                _optimise(src, tmp, graph)
+            os.replace(tmp, path)
+        except Exception as exc:
+            raise ExportError(f"cannot build the {graph} graph in {self.directory}: {exc}") from exc
+        finally:
+            tmp.unlink(missing_ok=True)
+            for extra in self.directory.glob(f".{graph}.{os.getpid()}.tmp*"):  # external data, if any
+                extra.unlink(missing_ok=True)
+        meta = {
+            "size": path.stat().st_size,
+            "sha256": _sha256(path),
+            "built_s": round(time.perf_counter() - started, 2),
+        }
+        tmp_record = record.with_suffix(f".{os.getpid()}.tmp")
+        tmp_record.write_text(json.dumps(meta))
+        os.replace(tmp_record, record)
+        self.built.append(graph)
+        log.info("embedding graph %s built in %.1f s: %s", graph, meta["built_s"], path)
+
+
+def _input_names(inputs: list[Any]) -> tuple[str, ...]:
+    return tuple(i.get_any_name() if hasattr(i, "get_any_name") else i.name for i in inputs)
+
+
+class OnnxRunner:
+    """One ONNX Runtime CPU session over a graph; ``run(features)`` -> (batch, dim) float32. Thread-safe."""
+
+    def __init__(self, path: Path, threads: int) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # warnings about nodes left on the CPU provider are noise here
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.names = _input_names(self.session.get_inputs())
+
+    def run(self, features: dict[str, np.ndarray]) -> np.ndarray:
+        return self.session.run([OUTPUT_NAME], {n: features[n] for n in self.names})[0]
+
+
+class OpenVinoRunner:
+    """One OpenVINO CPU compilation of a graph at a set precision (``f32`` or ``bf16``); ``run`` takes a fresh
+    infer request per call, so threads may share it."""
+
+    def __init__(self, path: Path, threads: int, precision: str = "f32") -> None:
+        import openvino as ov
+
+        core = ov.Core()
+        config = {
+            "INFERENCE_PRECISION_HINT": precision,
+            "INFERENCE_NUM_THREADS": threads,
+            "PERFORMANCE_HINT": "LATENCY",
+        }
+        self.compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
+        self.names = _input_names(self.compiled.inputs)
+        self.output = self.compiled.output(OUTPUT_NAME)
+
+    def run(self, features: dict[str, np.ndarray]) -> np.ndarray:
+        request = self.compiled.create_infer_request()
+        return np.asarray(request.infer({n: features[n] for n in self.names})[self.output])

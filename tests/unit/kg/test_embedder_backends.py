@@ -1,0 +1,125 @@
+"""The embedding paths: graphs exported once from the bundled model into a verified cache, ONNX Runtime's
+float32 and int8 runs against torch's float32 vectors, the per-CPU choice and the settings that cannot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kg.embedder_backends import GRAPHS, ExportCache, cpu_features
+from kg.embedders import EmbedderError, EmbeddingPath, TextEmbedder, check_path, resolve_path
+from kg.settings import DEFAULT_EMBEDDING_MODEL, SettingsError, load_settings
+
+# real sentences of the kind medkg embeds: an abstract's passage, a question, an HPO term as the entity
+# index words it
+TEXTS = [
+    "Marfan syndrome is an autosomal dominant disorder of connective tissue caused by mutations in FBN1; "
+    "aortic root dilatation and ectopia lentis are its cardinal features.",
+    "Which drugs are used for hypertension?",
+    "Seizure: a seizure is an intermittent abnormality of nervous system physiology characterised by a "
+    "transient occurrence of signs and/or symptoms due to abnormal excessive neuronal activity in the brain. "
+    "Synonyms: Epileptic seizure, Seizures.",
+    "Metformin reduced HbA1c by 1.1% compared with placebo in adults with type 2 diabetes.",
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a Path
+    return tmp_path_factory.mktemp("embedders")
+
+
+@pytest.fixture(scope="module")
+def reference() -> np.ndarray:
+    return TextEmbedder(DEFAULT_EMBEDDING_MODEL, path=EmbeddingPath("torch", "float32")).encode(TEXTS)
+
+
+def _embedder(cache_dir, backend: str, dtype: str, graph: str) -> TextEmbedder:  # noqa: ANN001
+    return TextEmbedder(DEFAULT_EMBEDDING_MODEL, path=EmbeddingPath(backend, dtype, graph), cache_dir=cache_dir)
+
+
+def test_onnx_float32_gives_torchs_vectors_and_keeps_the_signature(cache_dir, reference) -> None:  # noqa: ANN001
+    embedder = _embedder(cache_dir, "onnx", "float32", "O3")
+    vectors = embedder.encode(TEXTS)
+    assert vectors.shape == reference.shape and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.min(np.sum(vectors * reference, axis=1)) > 0.9999
+    # the same vectors to float rounding: indexes embedded by torch float32 stay valid
+    assert embedder.signature == DEFAULT_EMBEDDING_MODEL
+    assert {g for g in GRAPHS if embedder.export_cache.valid(g)} >= {"float32", "O3"}  # O3 from the traced graph
+
+
+def test_int8_holds_the_quality_bar_and_has_its_own_signature(cache_dir, reference) -> None:  # noqa: ANN001
+    embedder = _embedder(cache_dir, "onnx", "int8", "O2-int8")
+    cosines = np.sum(embedder.encode(TEXTS) * reference, axis=1)
+    assert cosines.mean() >= 0.99 and cosines.min() >= 0.97, cosines
+    assert embedder.signature == f"{DEFAULT_EMBEDDING_MODEL}@onnx-int8"
+    # dynamic quantisation scales activations per batch, so a text's vector depends a little on its batch
+    # (a question is embedded alone, passages in batches): within the same bar
+    single = np.vstack([embedder.encode([t]) for t in TEXTS])
+    assert np.sum(single * embedder.encode(TEXTS), axis=1).min() >= 0.97
+
+
+def test_a_damaged_or_half_written_graph_is_built_again(cache_dir, reference) -> None:  # noqa: ANN001
+    first = _embedder(cache_dir, "onnx", "float32", "O3")
+    first.encode(TEXTS[:1])
+    cache: ExportCache = first.export_cache
+    graph = cache.path("O3")
+    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])  # a crash mid-write, or a bad disk
+    assert not cache.valid("O3")
+    again = _embedder(cache_dir, "onnx", "float32", "O3")
+    assert np.min(np.sum(again.encode(TEXTS) * reference, axis=1)) > 0.9999
+    assert again.export_cache.built == ["O3"]  # only the damaged graph; its sources verified and kept
+    assert cache.valid("O3")
+    # a graph whose record is gone (killed between the file and its record) is not trusted either
+    cache._record("float32").unlink()
+    assert not cache.valid("float32")
+    assert cache.graph("float32") == cache.path("float32") and cache.valid("float32")
+
+
+def test_the_cache_belongs_to_one_model(cache_dir) -> None:  # noqa: ANN001
+    import torch
+
+    embedder = _embedder(cache_dir, "onnx", "float32", "O3")
+    embedder.encode(TEXTS[:1])
+    model = embedder._load()
+    before = embedder.export_cache.directory
+    with torch.no_grad():
+        next(model.parameters()).add_(1e-3)  # other weights: another model, another cache folder
+    try:
+        assert ExportCache(model, DEFAULT_EMBEDDING_MODEL, cache_dir).directory != before
+    finally:
+        with torch.no_grad():
+            next(model.parameters()).sub_(1e-3)
+
+
+def test_the_path_is_chosen_by_the_cpu() -> None:
+    path = resolve_path("auto", "auto")
+    bf16 = cpu_features()["bf16"]
+    assert path.dtype == ("bfloat16" if bf16 else "int8")
+    assert path.backend in (("torch", "openvino") if bf16 else ("onnx",))
+    assert path.reason
+    assert resolve_path("auto", "float32") == EmbeddingPath("torch", "float32", None, "asked for float32")
+    assert resolve_path("onnx", "int8").graph == "O2-int8"
+    assert resolve_path("auto", "auto", device="cuda").backend == "torch"
+
+
+@pytest.mark.parametrize(
+    ("backend", "dtype", "device", "message"),
+    [
+        ("tensorrt", "auto", "cpu", "must be one of"),
+        ("auto", "float16", "cpu", "dtype must be"),
+        ("onnx", "bfloat16", "cpu", "runs float32 or int8"),
+        ("onnx", "auto", "cuda", "CPU only"),
+        ("torch", "int8", "cuda", "int8 embeddings run on the onnx backend"),
+    ],
+)
+def test_settings_that_cannot_run_are_refused(backend: str, dtype: str, device: str, message: str) -> None:
+    with pytest.raises(EmbedderError, match=message):
+        check_path(backend, dtype, device)
+
+
+def test_the_settings_refuse_them_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEDKG_EMBEDDING_BACKEND", "onnx")
+    monkeypatch.setenv("MEDKG_EMBEDDING_DTYPE", "bfloat16")
+    with pytest.raises(SettingsError, match="MEDKG_EMBEDDING_BACKEND/MEDKG_EMBEDDING_DTYPE"):
+        load_settings()
