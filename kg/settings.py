@@ -280,7 +280,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _embedding_path(self) -> Settings:
-        from kg.embedders import EmbedderError, check_path
+        from kg.embedding_paths import EmbedderError, check_path
 
         try:
             check_path(self.embedding_backend, self.embedding_dtype, self.embedding_device)

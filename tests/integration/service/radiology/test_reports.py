@@ -138,7 +138,11 @@ def test_reports_load_as_documents_passages_mentions_and_findings(
 
     hits = loader.text_index.search("enlarged heart cardiomegaly", k=3)
     assert hits and all(h.doc_id.startswith("IUXR:") and h.id.startswith(h.doc_id + "#s") for h in hits)
-    assert "cardiomegaly" in hits[0].text.lower() and hits[0].title.startswith("Chest X-ray report")
+    # the top hit is an enlarged heart, named so or described ("heart is mildly enlarged": the int8 embedding
+    # path ranks that report first), and the word itself is among the hits
+    assert hits[0].title.startswith("Chest X-ray report")
+    assert any(w in hits[0].text.lower() for w in ("cardiomegaly", "enlarged"))
+    assert any("cardiomegaly" in h.text.lower() for h in hits)
 
     table = ReportStore(tmp_path / "idx" / "reports.sqlite")
     assert len(table) == 50 and table.get("IUXR:2").impression == "No acute pulmonary findings."

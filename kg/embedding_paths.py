@@ -1,0 +1,128 @@
+"""Which path computes the text embeddings: the backend (PyTorch, or ONNX Runtime / OpenVINO over an exported
+graph), the precision and the graph, chosen per CPU for ``auto``. Cheap to import (no torch until a CPU is
+asked about), so the settings validate a configuration with :func:`check_path` at start-up."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+__all__ = ["BACKENDS", "PRECISIONS", "EmbedderError", "EmbeddingPath", "check_path", "resolve_dtype", "resolve_path"]
+
+BACKENDS = ("auto", "torch", "onnx", "openvino")
+# The precisions each backend runs; float32 on any of them gives the same vectors to float rounding
+# (cosine >= 0.99999 to PyTorch's), so it keeps the model's signature, and indexes stay valid.
+PRECISIONS = {"torch": ("float32", "bfloat16"), "onnx": ("float32", "int8"), "openvino": ("float32", "bfloat16")}
+_PACKAGES = {"onnx": "onnxruntime", "openvino": "openvino"}
+
+
+class EmbedderError(RuntimeError):
+    """The configured embedding model cannot be found or loaded."""
+
+
+def resolve_dtype(dtype: str, device: str = "cpu") -> str:
+    """``auto`` runs bfloat16 on a CPU with native bf16 (AVX512-BF16/AMX: ~1.8x faster on 2 cores,
+    cosine to the float32 vectors >= 0.996 on PubMed passages) and float32 elsewhere."""
+    if dtype in ("float32", "bfloat16"):
+        return dtype
+    if dtype != "auto":
+        raise EmbedderError(f"embedding dtype must be auto, float32 or bfloat16 (got {dtype!r})")
+    if device != "cpu":
+        return "float32"
+    return "bfloat16" if _native_bf16() else "float32"
+
+
+def _native_bf16() -> bool:
+    import torch
+
+    supported = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool((supported and supported()) or (amx and amx()))
+
+
+@dataclass(frozen=True)
+class EmbeddingPath:
+    """How the vectors are computed: the backend, its precision, the exported graph it runs (None on
+    torch) and why this path was taken."""
+
+    backend: str
+    dtype: str
+    graph: str | None = None
+    reason: str = "configured"
+
+    @property
+    def suffix(self) -> str:
+        """What the signature adds to the model name: nothing for float32 (the same vectors on every
+        backend), ``@bfloat16`` for torch's bf16 (as before backends existed), ``@<backend>-<dtype>`` else."""
+        if self.dtype == "float32":
+            return ""
+        return f"@{self.dtype}" if self.backend == "torch" else f"@{self.backend}-{self.dtype}"
+
+    def __str__(self) -> str:
+        graph = f" ({self.graph} graph)" if self.graph else ""
+        return f"{self.backend} {self.dtype}{graph}"
+
+
+# The graph each exported backend runs at each precision, from benchmarks/embedding.py.
+_GRAPHS = {("onnx", "float32"): "O3", ("onnx", "int8"): "O2-int8", ("openvino", "float32"): "float32"}
+_GRAPHS[("openvino", "bfloat16")] = "float32"  # OpenVINO converts the weights itself
+
+
+def _available(backend: str) -> bool:
+    return backend == "torch" or importlib.util.find_spec(_PACKAGES[backend]) is not None
+
+
+def check_path(backend: str, dtype: str, device: str = "cpu") -> None:
+    """Raise :class:`EmbedderError` for a backend and dtype setting that cannot run together (cheap: no
+    model, no torch; what settings validation calls)."""
+    if backend not in BACKENDS:
+        raise EmbedderError(f"embedding backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
+    if dtype not in ("auto", "float32", "bfloat16", "int8"):
+        raise EmbedderError(f"embedding dtype must be auto, float32, bfloat16 or int8 (got {dtype!r})")
+    if device != "cpu" and backend not in ("auto", "torch"):
+        raise EmbedderError(f"the {backend} embedding backend runs on the CPU only (device is {device!r})")
+    if backend in ("auto", "torch") and dtype == "int8" and device != "cpu":
+        raise EmbedderError("int8 embeddings run on the onnx backend, on the CPU only")
+    if backend in PRECISIONS and dtype != "auto" and dtype not in PRECISIONS[backend]:
+        raise EmbedderError(f"the {backend} embedding backend runs {' or '.join(PRECISIONS[backend])}, not {dtype}")
+    needed = "onnx" if backend == "auto" and dtype == "int8" else backend
+    if needed in _PACKAGES and not _available(needed):
+        raise EmbedderError(
+            f"embedding backend {needed!r} needs the {_PACKAGES[needed]} package (pip install {_PACKAGES[needed]})"
+        )
+
+
+def resolve_path(backend: str = "auto", dtype: str = "auto", device: str = "cpu") -> EmbeddingPath:
+    """The embedding path for a backend setting (``auto``, ``torch``, ``onnx``, ``openvino``) and a dtype
+    setting (``auto`` or one the backend runs). ``auto`` on a CPU: see :func:`_auto`."""
+    check_path(backend, dtype, device)
+    if device != "cpu":
+        return EmbeddingPath("torch", resolve_dtype(dtype, device), None, f"device {device}")
+    if backend == "auto":
+        return _auto(dtype)
+    if backend == "torch":
+        return EmbeddingPath("torch", resolve_dtype(dtype, device))
+    if dtype == "auto":  # the exported backends' own fastest precision at unchanged quality
+        dtype = "bfloat16" if backend == "openvino" and _native_bf16() else "float32"
+    return EmbeddingPath(backend, dtype, _GRAPHS[(backend, dtype)])
+
+
+def _auto(dtype: str) -> EmbeddingPath:
+    """The fastest path measured at unchanged quality (mean cosine >= 0.99 and minimum >= 0.97 to the
+    float32 vectors) on this CPU (docs/benchmarks.md#embedding-backends): bfloat16 where the CPU has it
+    natively (OpenVINO's when installed, else torch's; cosine 0.9999 to float32), else ONNX Runtime's int8
+    graph (cosine 0.993), else torch float32."""
+    bf16 = _native_bf16()
+    if dtype == "int8":
+        return EmbeddingPath("onnx", "int8", _GRAPHS[("onnx", "int8")], "asked for int8")
+    if dtype == "float32":
+        return EmbeddingPath("torch", "float32", None, "asked for float32")
+    if dtype == "bfloat16" and not bf16:
+        return EmbeddingPath("torch", "bfloat16", None, "asked for bfloat16 on a CPU without native bf16")
+    if bf16:
+        if _available("openvino"):
+            return EmbeddingPath("openvino", "bfloat16", _GRAPHS[("openvino", "bfloat16")], "native bf16 CPU")
+        return EmbeddingPath("torch", "bfloat16", None, "native bf16 CPU")
+    if _available("onnx"):
+        return EmbeddingPath("onnx", "int8", _GRAPHS[("onnx", "int8")], "no native bf16: int8 on ONNX Runtime")
+    return EmbeddingPath("torch", "float32", None, "no native bf16, onnxruntime not installed")
