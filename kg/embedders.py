@@ -93,6 +93,7 @@ class TextEmbedder:
         self.cache_dir = cache_dir
         self.export_cache = None  # the ExportCache of an exported backend, once loaded
         self.calibration: list[str] | None = None  # texts an int8-static graph calibrates on (benchmarks)
+        self.on_load: Callable[[EmbeddingPath], None] | None = None  # told the path just before the model loads
         self._model = None
         self._runner = None
         self._counter: Callable[[list[str]], list[int]] | None = None
@@ -106,6 +107,8 @@ class TextEmbedder:
     def _load(self):  # noqa: ANN202 - returns a SentenceTransformer
         with self._lock:
             if self._model is None:
+                if self.on_load is not None:
+                    self.on_load(self.path)
                 path, offline = resolve_model_path(self.model_name)
                 if offline:
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -43,13 +43,12 @@ def settings() -> Settings:
 @contextmanager
 def container(embeds: bool = False) -> Iterator[Container]:
     """A container whose configuration and store errors end the command with a one-line message; for a
-    command that ``embeds``, first a line saying which embedding path it loads (the model takes seconds)."""
+    command that ``embeds``, a line saying which embedding path it loads when the model loads (seconds)."""
     from service.container import Container
 
-    configured = settings()
-    if embeds:
-        announce_embedding(configured)
-    c = Container(configured)
+    c = Container(settings())
+    if embeds:  # said when the model loads, so bad input fails first with its one line
+        c.text_embedder.on_load = lambda _: announce_embedding(c.settings)
     try:
         yield c
     except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError) as exc:

