@@ -12,6 +12,7 @@ from typing import Generic, TypeVar
 from tqdm import tqdm
 
 from kg.graph.base import BaseGraphStore
+from kg.progress import progress_bar
 
 __all__ = ["Batches", "batched_load"]
 
@@ -74,7 +75,7 @@ def batched_load(
     every record read and ``batches.add(record)`` for each one to load. ``load_batch(records)`` loads
     a batch, ``commit()`` makes what was loaded durable. On a normal exit the last batch is loaded and
     committed; after an exception nothing more is (what was committed stays)."""
-    with store.bulk(), tqdm(desc=desc, unit=unit, disable=not progress, mininterval=0.5) as bar:
+    with store.bulk(), progress_bar(desc=desc, unit=unit, disable=not progress, mininterval=0.5) as bar:
         batches = Batches(load_batch, commit, batch_size, checkpoint_every, bar)
         yield batches
         batches.flush()

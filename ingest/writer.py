@@ -9,12 +9,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tqdm import tqdm
-
 from ingest.summary import IngestSummary, Problem
 from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS, Entity, Relation
+from kg.progress import progress_bar
 
 __all__ = ["Complete", "Ended", "Item", "OlderRelease", "Supersedes", "ingest", "link_xrefs"]
 
@@ -136,7 +135,7 @@ def ingest(
             report.timed("write relations", time.perf_counter() - t0)
             relations.clear()
 
-    with tqdm(desc=f"ingest {source}", unit=" items", disable=not progress, mininterval=0.5) as bar:
+    with progress_bar(desc=f"ingest {source}", unit=" items", disable=not progress, mininterval=0.5) as bar:
         for item in items:
             if isinstance(item, Entity):
                 entities.append(item)
@@ -216,7 +215,7 @@ def link_xrefs(store: BaseGraphStore, report: IngestSummary, page: int = 20_000,
     """
     after = ""
     links: list[Relation] = []
-    with tqdm(desc="link xrefs", unit=" entities", disable=not progress, mininterval=0.5) as bar:
+    with progress_bar(desc="link xrefs", unit=" entities", disable=not progress, mininterval=0.5) as bar:
         while batch := store.scan_entities(after=after, limit=page, with_xrefs=True):
             after = batch[-1].id
             present = store.existing({x for e in batch for x in e.xrefs})

@@ -8,16 +8,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from kg.embedders import TextEmbedder
 from kg.graph.base import BaseGraphStore
 from kg.model import NOT_VOCABULARY, Entity
+from kg.progress import progress_bar
 from kg.vector_index import VectorIndex, VectorIndexError
 
 __all__ = ["EntityIndex", "IndexUpdate", "describe", "embedding_text"]
@@ -62,9 +63,16 @@ class EntityIndex:
         self.embedder = embedder
         self.name = name
         self._index: VectorIndex | None = None
+        self._opening = threading.Lock()
 
     @property
     def index(self) -> VectorIndex:
+        if self._index is not None:
+            return self._index
+        with self._opening:  # one VectorIndex per file, whichever thread opens it first
+            return self._open()
+
+    def _open(self) -> VectorIndex:
         if self._index is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             try:
@@ -87,13 +95,18 @@ class EntityIndex:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
 
     def update(self, store: BaseGraphStore, progress: bool = True, page: int = 10_000, batch: int = 512) -> IndexUpdate:
-        """Embed entities (not documents or passages) new or changed since the last update; drop those gone."""
+        """Embed entities (not documents or passages) new or changed since the last update; drop those gone.
+        Saved after every page of the graph's entities, so a stopped update keeps what it embedded (the
+        progress bar counts the entities scanned, of the graph's count)."""
         started = time.perf_counter()
         index = self.index
         seen: set[str] = set()
         embedded = unchanged = 0
         after = ""
-        with tqdm(desc="embed entities", unit=" entities", disable=not progress, mininterval=0.5) as bar:
+        bar = progress_bar(
+            total=store.entity_count(), desc="embed entities", unit=" entities", disable=not progress, mininterval=0.5
+        )
+        with bar:
             while rows := store.scan_entities(after=after, limit=page):
                 after = rows[-1].id
                 # passages have their own index; records and obsolete entities are never linked to
@@ -104,12 +117,13 @@ class EntityIndex:
                 seen.update(ids)
                 todo = index.needs_update(ids, prints)
                 unchanged += len(ids) - len(todo)
-                bar.update(len(ids) - len(todo))
+                bar.update(len(rows) - len(todo))
                 for start in range(0, len(todo), batch):
                     chunk = todo[start : start + batch]
                     vectors = self.embedder.encode([texts[i] for i in chunk])
                     embedded += index.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
                     bar.update(len(chunk))
+                index.save()  # a checkpoint: a no-op when nothing changed
         removed = index.remove([i for i in index.ids() if i not in seen])
         rebuilt = index.fit_kind()
         if embedded or removed or rebuilt:
@@ -153,7 +167,7 @@ class EntityIndex:
                 out[row] = v
             else:
                 todo.append((row, text))
-        with tqdm(total=len(todo), desc="embed terms", unit=" terms", disable=not progress or not todo) as bar:
+        with progress_bar(total=len(todo), desc="embed terms", unit=" terms", disable=not progress or not todo) as bar:
             for start in range(0, len(todo), batch):
                 chunk = todo[start : start + batch]
                 vectors = np.asarray(self.embedder.encode([t for _, t in chunk]), dtype=np.float32)

@@ -412,7 +412,7 @@ class TextIndex:
         embedder) is embedded; vectors of passages no longer stored are dropped; BM25 is rebuilt.
         The vectors are saved every ``checkpoint`` embeddings, so an interrupted run resumes where it
         stopped."""
-        from tqdm import tqdm
+        from kg.progress import progress_bar
 
         started = time.perf_counter()
         result = ReindexResult()
@@ -426,7 +426,9 @@ class TextIndex:
         since_save = 0
         total = len(self)
         after = ""
-        with tqdm(total=total, desc="embed passages", unit=" passages", disable=not progress, mininterval=0.5) as bar:
+        with progress_bar(
+            total=total, desc="embed passages", unit=" passages", disable=not progress, mininterval=0.5
+        ) as bar:
             while True:
                 with self._lock:
                     rows = self._db.execute(

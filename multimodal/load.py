@@ -13,10 +13,9 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tqdm import tqdm
-
 from kg.graph.base import BaseGraphStore, row_to_relation
 from kg.model import Relation
+from kg.progress import progress_bar
 from multimodal.deid import Pseudonymizer
 from multimodal.dicom import DicomError, DicomImage, dicom_files, iter_dicom
 from multimodal.graph import (
@@ -80,10 +79,12 @@ def read_images(
         tally.error_kinds[error.kind] = tally.error_kinds.get(error.kind, 0) + 1
         log.info("dicom skipped", extra={"kind": error.kind})
 
-    with warnings.catch_warnings():
+    bar = progress_bar(total=len(files), desc=desc, unit=" files", disable=not progress)
+    with warnings.catch_warnings(), bar:
         # pydicom's value warnings ("Invalid value for VR AS") are noise here; errors are reported below.
         warnings.simplefilter("ignore", UserWarning)
-        for entry in tqdm(files, desc=desc, unit="file", disable=not progress):
+        for entry in files:
+            bar.update(1)
             tally.files += 1
             if isinstance(entry, DicomError):  # a DICOMDIR that cannot be read, a file it names missing
                 failed(entry)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 from collections.abc import Callable
-from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spacy.language import Language
 
@@ -38,6 +39,23 @@ __all__ = ["Container", "build_graph_store"]
 
 logger = logging.getLogger("medkg.container")
 
+
+class cached_property(functools.cached_property):  # noqa: N801 - used as functools' is
+    """:func:`functools.cached_property` built once per container even when threads race for it (the
+    served demo's build, the readiness warm-up and requests; Python 3.12 dropped functools' lock)."""
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        try:
+            return instance.__dict__[self.attrname]
+        except KeyError:
+            with instance._build_lock:
+                if self.attrname in instance.__dict__:
+                    return instance.__dict__[self.attrname]
+                return super().__get__(instance, owner)
+
+
 #: Components :meth:`Container.close` keeps: models, which hold no open file or connection.
 _KEPT_ON_CLOSE = frozenset({"text_embedder", "nlp", "image_encoder"})
 
@@ -48,6 +66,7 @@ class Container:
     def __init__(self, settings: Settings | None = None, graph: BaseGraphStore | None = None) -> None:
         """``graph``: an open store to use instead of the configured one (the caller closes it)."""
         self.settings = settings or load_settings()
+        self._build_lock = threading.RLock()
         import faiss
 
         faiss.omp_set_num_threads(self.settings.faiss_threads)  # process-wide, as FAISS's threads are

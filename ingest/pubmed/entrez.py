@@ -21,10 +21,10 @@ from urllib.parse import urlencode
 from urllib.request import Request, urlopen
 
 from Bio import Entrez
-from tqdm import tqdm
 
 from ingest.pubmed.model import Article, Deletion
 from ingest.summary import Problem
+from kg.progress import progress_bar
 
 __all__ = ["Delivery", "EntrezClient", "EntrezError", "RateLimiter", "DEFAULT_BASE_URL", "EFETCH_ORIGIN"]
 
@@ -194,7 +194,7 @@ class EntrezClient:
             delivery._state, delivery._taken = state, []
         todo = [p for p in wanted if state is None or p not in state.delivered]
         taken: list[str] = []  # delivered PMIDs of the current batch, not yet in the checkpoint
-        bar = tqdm(
+        bar = progress_bar(
             total=len(wanted), initial=len(wanted) - len(todo), desc="efetch", unit=" pmids", disable=not progress
         )
         try:

@@ -17,6 +17,7 @@ from service.api.overload import install_overload_limit
 from service.api.readiness import Readiness
 from service.api.routes import differential, evaluation, graph, images, qa, reports, sessions, text
 from service.api.security import announce_startup, error_response, install_security
+from service.build import BackgroundBuild
 from service.container import Container
 from service.qa.engine import UnknownSession
 from service.qa.llm import LLMError
@@ -24,24 +25,50 @@ from service.web import install_web
 
 log = logging.getLogger("medkg.api")
 
+#: How long a stopping server waits for its build to reach a progress update (a batch of embeddings,
+#: a checkpoint: seconds).
+BUILD_STOP_WAIT_S = 120
 
-def create_app(settings: Settings | None = None, container: Container | None = None, warm: bool = False) -> FastAPI:
+
+def _build_stopped(build: BackgroundBuild | None) -> bool:
+    """Stop a running build (at its next progress update); False when it did not stop in time, so the
+    stores it writes must not be closed under it (the process exit does)."""
+    if build is None or not build.running:
+        return True
+    log.warning("stopping the build at its next checkpoint; run the same command again to finish it")
+    if build.stop(timeout_s=BUILD_STOP_WAIT_S):
+        return True
+    log.error("the build did not stop within %d s; leaving the stores to the process exit", BUILD_STOP_WAIT_S)
+    return False
+
+
+def create_app(
+    settings: Settings | None = None,
+    container: Container | None = None,
+    warm: bool = False,
+    build: BackgroundBuild | None = None,
+) -> FastAPI:
     """Build the app. The graph store opens lazily, so the app starts even while Neo4j is down
     (requests then get 503 with ``Retry-After``). ``warm``: load the models and build the linker
-    in the background at start-up (``medkg serve`` does), so ``/readyz`` turns ready by itself."""
+    in the background at start-up (``medkg serve`` does), so ``/readyz`` turns ready by itself.
+    ``build``: a build on ``container`` to run behind the server (the served demo), started with it and
+    stopped at its next progress update when the server stops."""
     app_settings = settings or (container.settings if container is not None else None) or load_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         announce_startup(app_settings)
         app.state.container = container or Container(app_settings)
-        app.state.readiness = Readiness(app.state.container)
+        app.state.readiness = Readiness(app.state.container, build)
         if warm:
             app.state.readiness.start()
+        if build is not None:
+            build.start()
         try:
             yield
         finally:
-            app.state.container.close()
+            if _build_stopped(build):
+                app.state.container.close()
 
     app = FastAPI(
         title="medkg",
@@ -70,10 +97,11 @@ def create_app(settings: Settings | None = None, container: Container | None = N
 
     @app.get("/readyz", tags=["ops"])
     def readyz(request: Request) -> JSONResponse:
-        """200 once the stores answer and the models and indexes are loaded; 503 (with what is
-        missing) while they load, which the first call starts."""
+        """200 once the stores answer and the models and indexes are loaded ("ready"; "building" while a
+        build behind the server still embeds, with its progress and ETA); 503 (with what is missing)
+        while they load, which the first call starts."""
         report = request.app.state.readiness.report()
-        return JSONResponse(report, status_code=200 if report["status"] == "ready" else 503)
+        return JSONResponse(report, status_code=200 if report["status"] in ("ready", "building") else 503)
 
     install_overload_limit(app, app_settings)  # first, so innermost: after keys, rate and size limits
     install_security(app, app_settings)

@@ -1,6 +1,8 @@
 """Readiness: the stores answer and the models and indexes a question needs are loaded, in one
 background thread (seconds to a minute on a large graph). A damaged index file is reported by name with
 how to rebuild it; damaged caches (BM25 files, the phenotype pickle) are rebuilt by the load itself.
+Behind the served demo a build still embeds (:mod:`service.build`): the server is ready once its models
+load and answers from what is indexed so far; the report says "building", with the build's progress.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 
 from kg.graph.base import GraphStoreError
 from kg.vector_index import VectorIndexError
+from service.build import BackgroundBuild
 from service.container import Container
 
 __all__ = ["Readiness"]
@@ -21,8 +24,9 @@ log = logging.getLogger("medkg.api")
 
 
 class Readiness:
-    def __init__(self, container: Container) -> None:
+    def __init__(self, container: Container, build: BackgroundBuild | None = None) -> None:
         self.container = container
+        self.build = build
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.error: str | None = None
@@ -39,6 +43,8 @@ class Readiness:
             ("the phenotype index", lambda: c.phenotype_index),  # built once, then cached (rebuilt if damaged)
             ("name completion", lambda: c.name_index),
         ]
+        if self.build is not None:  # the build makes it once the entity index holds the HPO terms' vectors
+            steps = [step for step in steps if step[0] != "the phenotype index"]
         if any((images / f"images{suffix}").exists() for suffix in (".vectors", ".faiss", ".ids.json")):
             steps.append(("the image index", lambda: c.image_index))
         return steps
@@ -98,4 +104,10 @@ class Readiness:
             if self.error:
                 checks["models"]["detail"] = self.error
         ready = all(v["ok"] for v in checks.values())
-        return {"status": "ready" if ready else "failed" if self.error else "loading", "checks": checks}
+        report: dict[str, Any] = {"status": "ready" if ready else "failed" if self.error else "loading"}
+        report["checks"] = checks
+        if self.build is not None:
+            report["build"] = self.build.report()
+            if ready and report["build"]["state"] == "running":
+                report["status"] = "building"  # answering from what is indexed so far
+        return report

@@ -129,6 +129,55 @@ const medkg = (() => {
       el("nav", { "aria-label": "Pages" }, el("ul", {}, items)),
       el("details", {}, el("summary", { text: "API key" }), form),
     );
+    buildBanner(host);
+  }
+
+  // ---- what is still being built (the served demo indexes behind the server) --------------------
+  function duration(seconds) {
+    if (seconds < 60) return `${Math.max(1, Math.round(seconds))} s`;
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return `${minutes} min ${Math.round(seconds % 60)} s`;
+    return `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+  }
+
+  function buildText(report) {
+    if (report.status === "loading") return "Loading the models and indexes…";
+    const build = report.build;
+    if (!build || build.state !== "running") return "";
+    const running = build.parts.find((part) => part.state === "running");
+    const waiting = build.parts.filter((part) => part.state === "waiting").map((part) => part.title);
+    let text = "Still indexing; answers use what is indexed so far.";
+    if (running) {
+      text += ` Now: ${running.title}`;
+      const progress = running.progress;
+      if (progress) {
+        const of = progress.total ? ` of ${progress.total.toLocaleString()}` : "";
+        const percent = progress.percent !== null ? ` (${progress.percent}%)` : "";
+        text += `, ${progress.what} ${progress.done.toLocaleString()}${of} ${progress.unit}${percent}`;
+        if (progress.eta_s !== null) text += `, about ${duration(progress.eta_s)} left`;
+      }
+      text += ".";
+    }
+    if (waiting.length) text += ` Then: ${waiting.join(", ")}.`;
+    return text;
+  }
+
+  async function buildBanner(host) {
+    const banner = el("p", { class: "build-status", role: "status", "aria-live": "polite", hidden: true });
+    host.after(banner);
+    for (;;) {
+      let report;
+      try {
+        report = await (await fetch("/readyz", { headers: { Accept: "application/json" } })).json();
+      } catch {
+        return; // the server is gone or not medkg's: nothing to show
+      }
+      const text = buildText(report);
+      banner.textContent = text;
+      banner.hidden = !text;
+      if (!text) return;
+      await new Promise((resolve) => setTimeout(resolve, 5000));
+    }
   }
 
   function showError(container, error) {

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
+import httpx
+
 from tests.support.cli import run
+from tests.support.live_server import MEDKG, free_port
 
 BAD_OBO = """format-version: 1.2
 data-version: doid/releases/2024-01-01
@@ -96,18 +103,46 @@ def test_corrupt_entity_index_is_a_clear_error(tmp_path: Path) -> None:
     assert r.returncode == 2 and "entities" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
-    """`medkg demo` (what `make demo` runs), without the slow embedding step."""
+def test_demo_runs_the_main_job_end_to_end_and_serves(tmp_path: Path) -> None:
+    """`medkg demo` (what `make demo` runs), without the slow embedding step: it serves once the graph
+    is loaded, shows what the graph answers from its build behind the server, and stops on Ctrl-C."""
     from tests.conftest import SHARED_DATA
 
-    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
-    args = ["demo", "--no-embed", "--no-progress", "--no-serve"]
+    port = free_port()
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data"), "MEDKG_API_HOST": "127.0.0.1", "MEDKG_API_PORT": str(port)}
+    args = ["demo", "--no-embed", "--no-progress"]
     if SHARED_DATA.exists():
         args += ["--shared-data", str(SHARED_DATA)]
-    r = run(args, env, tmp_path, timeout=1500)  # 8 min alone on 2 cores; CI runs another test file beside it
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = " ".join(r.stdout.split())
-    assert "233 new diseases" in " ".join(r.stderr.split())  # HPO 2025-11-24's additions, from hpo3
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEDKG_")}
+    log = tmp_path / "demo.log"
+    with log.open("w") as sink:
+        demo = subprocess.Popen(
+            [MEDKG, *args], env={**base, **env}, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 1500  # 8 min alone on 2 cores; CI runs another test file beside it
+        while True:
+            assert demo.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).json()
+                if ready.get("build", {}).get("state") == "done":
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        assert ready["status"] == "ready", ready
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/v1/qa", json={"question": "Which genes are associated with Marfan syndrome?"}
+        ).json()
+        assert "FBN1" in answer["answer"], answer
+    finally:
+        demo.send_signal(signal.SIGINT)  # Ctrl-C
+        code = demo.wait(timeout=120)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    out = " ".join(text.split())
+    assert "233 new diseases" in out  # HPO 2025-11-24's additions, from hpo3
     assert "Marfan syndrome (OMIM:154700):" in out and "with PMIDs" in out and "[PMID:" in out
     assert "differential diagnosis for Seizure, Microcephaly, Hypotonia (OMIM, top 5):" in out
     assert len(re.findall(r"\(OMIM:\d+\) score \d+\.\d\d genes: ", out)) == 5
@@ -118,6 +153,7 @@ def test_demo_runs_the_main_job_end_to_end(tmp_path: Path) -> None:
     if SHARED_DATA.exists():
         assert "path across sources (SAME_AS free): Metformin -[TREATS]- polycystic ovary syndrome (DOID:11612)" in out
         assert "-[SAME_AS]- Polycystic ovary syndrome 1 (OMIM:184700) -[HAS_PHENOTYPE]-" in out
+    assert out.index("serving on http://127.0.0.1") < out.index("5. what the graph answers")
     stats = json.loads(run(["stats", "--json"], env, tmp_path).stdout)
     assert stats["entities"] > 37_000 and stats["relations"] > 566_000
 

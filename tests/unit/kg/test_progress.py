@@ -1,0 +1,60 @@
+"""Progress bars a watcher sees from another thread: counts (also of bars not shown), rate and ETA, the
+innermost bar, and a stop request raised at the job's next update."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kg.progress import BarState, Stopped, Watch, progress_bar, watched
+
+
+def test_a_watch_sees_the_bars_of_its_own_thread_only() -> None:
+    watch = Watch()
+    outside = progress_bar(total=3, disable=True)
+    with watched(watch), progress_bar(total=10, desc="outer", unit=" items", disable=True) as outer:
+        outer.update(4)
+        with progress_bar(desc="inner", disable=True) as inner:
+            inner.update(2)
+            assert watch.active().desc == "inner"  # the innermost bar still counting
+            seen: list[object] = []
+            other = threading.Thread(target=lambda: seen.append(progress_bar(disable=True)))
+            other.start()
+            other.join()
+        assert watch.active().desc == "outer" and watch.active().done == 4
+    outside.update(3)
+    assert [(b.desc, b.done, b.total) for b in watch.bars()] == [("outer", 4, 10), ("inner", 2, None)]
+    assert watch.active() is None
+
+
+def test_rate_and_eta_come_from_the_counts_since_the_bar_began() -> None:
+    bar = BarState("embed", " passages", total=1000, done=300, base=100, started=0.0)
+    assert bar.rate(now=0.5) is None  # under a second: no rate yet
+    assert bar.rate(now=10.0) == 20.0  # 200 done in this run, not the 100 a resumed job had already
+    assert bar.eta_s(now=10.0) == 35.0
+    assert bar.as_dict(now=10.0) == {
+        "what": "embed", "unit": "passages", "done": 300, "total": 1000, "percent": 30.0,
+        "rate_per_s": 20.0, "eta_s": 35,
+    }  # fmt: skip
+    assert BarState("scan", "it", total=None, done=5, started=0.0).eta_s(now=10.0) is None
+
+
+def test_initial_counts_as_done_and_not_in_the_rate() -> None:
+    watch = Watch()
+    with watched(watch), progress_bar(total=10, initial=6, disable=True) as bar:
+        bar.update(1)
+    (state,) = watch.bars()
+    assert (state.done, state.base, state.finished is not None) == (7, 6, True)
+
+
+def test_a_stop_request_ends_the_job_at_its_next_update() -> None:
+    watch = Watch()
+    counted = []
+    with pytest.raises(Stopped), watched(watch), progress_bar(total=100, disable=True) as bar:
+        for i in range(100):
+            if i == 3:
+                watch.request_stop()
+            bar.update(1)
+            counted.append(i)
+    assert counted == [0, 1, 2] and watch.stop_requested
