@@ -8,7 +8,7 @@ import hashlib
 import string
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -21,6 +21,7 @@ from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
+from kg.unknown_names import UnknownName, UnknownNames
 
 __all__ = ["Lexicon", "EntityLinker", "Mention", "QUALIFIER_CATEGORIES", "LINKER_VERSION"]
 
@@ -229,7 +230,29 @@ class EntityLinker:
     def link_query(self, text: str) -> list[Mention]:
         """Link a question: lexicon and abbreviations first; then the whole question (when short)
         and the chunks the lexicon left uncovered go to the entity vector index."""
+        return self._link_query(self.nlp(text))
+
+    def read_question(
+        self,
+        text: str,
+        known: Callable[[str], bool] = lambda _: False,
+        names: Callable[[Iterable[str]], dict[str, str]] = lambda _: {},
+    ) -> tuple[list[Mention], list[UnknownName]]:
+        """:meth:`link_query`, and the names the question uses that nothing links and that medkg does not
+        know (:mod:`kg.unknown_names`; ``known(word)``: whether the literature holds the word,
+        ``names(ids)``: display names for suggestions)."""
         doc = self.nlp(text)
+        mentions = self._link_query(doc)
+        # a name vouches for its words; a link by meaning only for a word it is alone (a misspelling), not
+        # for the words of a chunk or a whole short question it matched as a whole
+        vouched = [(m.start, m.end) for m in mentions if m.method != "vector" or " " not in m.text.strip()]
+        return mentions, self.unknown_names.find(doc, vouched, known, names)
+
+    @cached_property
+    def unknown_names(self) -> UnknownNames:
+        return UnknownNames(self.lexicon.names.keys() | self.lexicon.synonyms.keys(), self.lexicon.ids_for)
+
+    def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self.link_docs([doc])[0]
         if self.entity_index is None or not len(self.entity_index.index):
             return mentions

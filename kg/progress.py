@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
@@ -26,18 +26,23 @@ class Stopped(Exception):
 
 @dataclass
 class BarState:
-    """What one bar has counted: ``done`` of ``total`` (None: not known ahead) since ``started``."""
+    """What one bar has counted: ``done`` of ``total`` (None: not known ahead). The rate is timed from
+    the bar's first update (``started``, when ``base`` were done), so what comes before it (a model
+    loading for the first batch) and the first jump (the part a resumed job had already done) do not
+    count."""
 
     desc: str
     unit: str
     total: int | None
     done: int = 0
-    base: int = 0  # already done when the bar began (a resumed job): not part of the rate
-    started: float = field(default_factory=time.monotonic)
+    base: int = 0
+    started: float | None = None
     finished: float | None = None
 
     def rate(self, now: float | None = None) -> float | None:
-        """Units per second over the bar's life, once it has run a second."""
+        """Units per second since the first update, once that is a second ago."""
+        if self.started is None:
+            return None
         elapsed = (self.finished or now or time.monotonic()) - self.started
         return (self.done - self.base) / elapsed if elapsed >= 1.0 and self.done > self.base else None
 
@@ -83,6 +88,8 @@ class Watch:
     def _count(self, bar: BarState, n: float) -> None:
         with self._lock:
             bar.done += int(n)
+            if bar.started is None:
+                bar.started, bar.base = time.monotonic(), bar.done
         if self._stop.is_set():
             raise Stopped("stop requested")
 
@@ -120,7 +127,7 @@ class _WatchedBar(tqdm):
         self._watch: Watch | None = getattr(_current, "watch", None)
         initial = int(kwargs.get("initial") or 0)
         self._state = BarState(
-            str(kwargs.get("desc") or ""), str(kwargs.get("unit") or "it"), kwargs.get("total"), initial, initial
+            str(kwargs.get("desc") or ""), str(kwargs.get("unit") or "it"), kwargs.get("total"), initial
         )
         if self._watch is not None:
             self._watch._add(self._state)

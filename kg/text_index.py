@@ -547,6 +547,10 @@ class TextIndex:
                 self._rebuild_lexical(exc)
             return self.lexical.search(tokens, k)
 
+    def holds_word(self, word: str) -> bool:
+        """Whether any passage holds ``word`` (as the BM25 tokenizer reads it: stemmed, lower case)."""
+        return bool(len(self) and self.bm25_search(word, 1))
+
     def dense_search(self, query: str, k: int, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
         if not len(self.vectors):
             return []

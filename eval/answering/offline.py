@@ -238,7 +238,7 @@ class OfflineAnswering:
         option_linked: dict[str, list[str]] = {}
         graph_hits: dict[str, set[str]] = {}
         for key, text in zip(keys, texts, strict=True):
-            linked, _ = self.retriever.link(text)
+            linked, _, _ = self.retriever.link(text)
             option_linked[key] = list(dict.fromkeys(e.id for e in linked))
             graph_hits[key], facts = self._graph_support(option_linked[key], question_ids, retrieval)
             for f in facts:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kg.curie import source_url
 from kg.differential import Candidate, PhenotypeIndex
@@ -19,8 +20,9 @@ from kg.negation import by_polarity, negated_mentions
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.text_index import SearchHit, TextIndex
+from kg.unknown_names import UnknownName
 
-__all__ = ["LinkedEntity", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis"]
+__all__ = ["LinkedEntity", "Links", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis"]
 
 # A question that lists phenotypes and asks what the patient has goes to the differential ranking; one
 # that asks how to treat or test for them does not, whatever else it says ("a child diagnosed with ...").
@@ -64,6 +66,16 @@ class Retrieval:
     entities: dict[str, Entity]  # names of everything the bundle and the paths mention
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     differential: list[Candidate] = field(default_factory=list)  # when the question asked for a diagnosis
+    # names the question uses that medkg knows nothing about: nothing is retrieved for such a question
+    unknown: list[UnknownName] = field(default_factory=list)
+
+
+class Links(NamedTuple):
+    """A question's links: entities, their groups (one per mention), names unknown to medkg."""
+
+    linked: list[LinkedEntity]
+    groups: list[tuple[str, ...]]
+    unknown: list[UnknownName]
 
 
 def passage_evidence(hit: SearchHit) -> EvidenceItem:
@@ -105,8 +117,10 @@ class Retriever:
         self.facts_per_passage = facts_per_passage
         self.graph_evidence = GraphEvidence(graph, entity_index, embedder)
 
-    def link(self, query: str) -> tuple[list[LinkedEntity], list[tuple[str, ...]]]:
-        mentions = self.linker.link_query(query)
+    def link(self, query: str) -> Links:
+        """The question's linked entities, their groups (one per mention), and the names it uses that
+        medkg knows nothing about (in no name of the graph, no passage, no everyday English)."""
+        mentions, unknown = self.linker.read_question(query, known=self.text_index.holds_word, names=self._names)
         entities = self.graph.get_entities({i for m in mentions for i in m.ids})
         linked: list[LinkedEntity] = []
         groups: list[tuple[str, ...]] = []
@@ -120,7 +134,10 @@ class Retriever:
                 LinkedEntity(i, entities[i].name, entities[i].category, m.text, m.method, round(m.score, 4), negated)
                 for i in ids
             ]
-        return linked, groups
+        return Links(linked, groups, unknown)
+
+    def _names(self, ids: Iterable[str]) -> dict[str, str]:
+        return {i: e.name for i, e in self.graph.get_entities(set(ids)).items()}
 
     def retrieve(
         self,
@@ -130,15 +147,21 @@ class Retriever:
         budget: int = 1500,
         context: Sequence[str] = (),
         extra: Sequence[EvidenceItem] = (),
-        links: tuple[list[LinkedEntity], list[tuple[str, ...]]] | None = None,
+        links: Links | None = None,
     ) -> Retrieval:
         """``k`` passages at most, paths of at most ``hops`` hops between linked entities,
         ``budget`` tokens of evidence; ``context``: entity ids carried from the session; ``extra``:
         evidence found elsewhere (similar imaging studies), which leads each round of the bundle;
-        ``links``: what :meth:`link` returned for this very ``query``, when the caller has it."""
+        ``links``: what :meth:`link` returned for this very ``query``, when the caller has it. A question
+        that names something medkg knows nothing about gets no evidence at all (``unknown``): evidence
+        about anything else would be read as about it."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        linked, groups = (list(links[0]), list(links[1])) if links is not None else self.link(query)
+        links = links if links is not None else self.link(query)
+        linked, groups = list(links.linked), list(links.groups)
+        if links.unknown:
+            timings["link"] = time.perf_counter() - t
+            return Retrieval(query, linked, EvidenceBundle([], budget), [], {}, timings, unknown=list(links.unknown))
         known = {i for g in groups for i in g}
         carried = [i for i in context if i not in known]
         if carried:

@@ -1,11 +1,15 @@
-"""What an answer path returns, whichever path made it."""
+"""What an answer path returns, whichever path made it; and the answer to a question about something
+medkg knows nothing about, which no path composes (no evidence may be read as about it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-__all__ = ["Answer", "AnswerMode"]
+if TYPE_CHECKING:
+    from kg.unknown_names import UnknownName
+
+__all__ = ["Answer", "AnswerMode", "unknown_answer"]
 
 AnswerMode = Literal["extractive", "llm"]
 
@@ -18,3 +22,21 @@ class Answer:
     insufficient_evidence: bool
     mode: AnswerMode
     dropped_citations: list[str] = field(default_factory=list)
+
+
+def unknown_answer(unknown: list[UnknownName]) -> Answer:
+    """ "medkg has no information about X", with the close names of the graph as questions, never as
+    answers."""
+    names = [u.text for u in unknown]
+    named = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    text = (
+        f"medkg has no information about {named}: no entity of the knowledge graph and no indexed passage "
+        f"has {'this name' if len(names) == 1 else 'these names'}, so nothing here can answer a question about "
+        f"{'it' if len(names) == 1 else 'them'}."
+    )
+    for u in unknown:
+        if u.suggestions:
+            options = [f"{name} ({i})" for i, name in u.suggestions]
+            shown = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+            text += f" Did you mean {shown} for {u.text}?" if len(unknown) > 1 else f" Did you mean {shown}?"
+    return Answer(text=text, cited=[], confidence=0.0, insufficient_evidence=True, mode="extractive")

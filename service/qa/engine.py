@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from kg.errors import InvalidInput
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever
-from service.qa.answer import Answer
+from service.qa.answer import Answer, unknown_answer
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
@@ -104,6 +104,13 @@ class EvidenceSummary(BaseModel):
     dropped_for_budget: int
 
 
+class UnknownOut(BaseModel):
+    """A name the question uses that medkg knows nothing about, with close names of the graph."""
+
+    text: str
+    suggestions: list[dict[str, str]] = Field(default_factory=list, description="{id, name} of close names.")
+
+
 class QAResponse(BaseModel):
     question: str
     answer: str
@@ -120,6 +127,11 @@ class QAResponse(BaseModel):
     linked_entities: list[LinkedOut]
     differential: list[DifferentialOut] = Field(
         default_factory=list, description="When the question lists phenotypes and asks for a diagnosis."
+    )
+    unknown_names: list[UnknownOut] = Field(
+        default_factory=list,
+        description="Names the question uses that medkg knows nothing about: then nothing is retrieved and the "
+        "answer says so (insufficient_evidence).",
     )
     session_id: str | None
     evidence: EvidenceSummary
@@ -281,6 +293,10 @@ class QAEngine:
                 )
                 for i, c in enumerate(retrieval.differential, 1)
             ],
+            unknown_names=[
+                UnknownOut(text=u.text, suggestions=[{"id": i, "name": n} for i, n in u.suggestions])
+                for u in retrieval.unknown
+            ],
             session_id=session_id,
             evidence=EvidenceSummary(
                 items=len(bundle),
@@ -314,7 +330,9 @@ class QAEngine:
         mode = self._mode(options.mode)
         retrieval, conversation, timings = self._prepare(question, session_id, options, image, image_id)
         t = time.perf_counter()
-        if mode == "llm":
+        if retrieval.unknown:  # in either mode: no evidence, and an LLM must not guess
+            answer = unknown_answer(retrieval.unknown)
+        elif mode == "llm":
             assert self.llm is not None
             answer = self.llm.answer(question, retrieval.bundle, conversation)
         else:
@@ -350,7 +368,7 @@ class QAEngine:
         try:
             t = time.perf_counter()
             answer: Answer | None = None
-            if mode == "llm":
+            if mode == "llm" and not retrieval.unknown:
                 assert self.llm is not None
                 for piece in self.llm.stream(question, retrieval.bundle, conversation):
                     if isinstance(piece, Answer):
@@ -358,7 +376,11 @@ class QAEngine:
                     else:
                         yield "delta", piece
             else:
-                answer = self.composer.compose(retrieval.query, retrieval.bundle)
+                answer = (
+                    unknown_answer(retrieval.unknown)
+                    if retrieval.unknown
+                    else self.composer.compose(retrieval.query, retrieval.bundle)
+                )
                 for i, sentence in enumerate(_sentences(answer.text)):
                     yield "delta", ("" if i == 0 else " ") + sentence
             assert answer is not None

@@ -214,7 +214,7 @@ class ReportGenerator:
     def _facts(self, indication: str, qvec: np.ndarray | None = None) -> list[EvidenceItem]:
         if self.retriever is None or not indication.strip():
             return []
-        linked, groups = self.retriever.link(indication)
+        linked, groups, _ = self.retriever.link(indication)
         if not groups:
             return []
         if qvec is None:

@@ -144,7 +144,7 @@ def test_a_path_step_cites_the_stated_fact_not_a_denial_of_it(client: TestClient
 def test_an_edge_on_several_paths_is_one_fact(app_container: Container) -> None:
     retriever = app_container.qa.retriever
     question = "Is losartan used for Marfan syndrome with aortic root dilatation?"
-    _, groups = retriever.link(question)
+    _, groups, _ = retriever.link(question)
     found = retriever.graph_evidence.retrieve(question, retriever.embedder.encode([question])[0], groups, max_hops=2)
     on_paths = [r.key for p in found.paths for r in p.relations if r.type != "SAME_AS"]
     assert len(on_paths) > len(set(on_paths))  # the case: paths that share an edge
@@ -166,13 +166,13 @@ def test_a_session_question_is_linked_once_unless_expanded(
     a question it did not expand, and links an expanded one afresh."""
     linker = app_container.qa.retriever.linker
     seen: list[str] = []
-    real = linker.link_query
+    real = linker.read_question
 
-    def counted(text: str):  # the real linker, counted
+    def counted(text: str, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the real linker, counted
         seen.append(text)
-        return real(text)
+        return real(text, *args, **kwargs)
 
-    monkeypatch.setattr(linker, "link_query", counted)
+    monkeypatch.setattr(linker, "read_question", counted)
     sid = client.post("/v1/sessions").json()["id"]
     first = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?", session_id=sid)
     assert first["expanded_query"] == first["question"] and seen == [first["question"]]
@@ -392,3 +392,56 @@ def test_a_session_that_expires_while_streaming_ends_with_an_error_event(
     finally:
         sessions.clock = time.time
     assert events[0] == "retrieval" and events[-1] == "error" and "answer" not in events
+
+
+# ---- names medkg knows nothing about ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "unknown"),
+    [
+        ("What is the recommended dose of zorblaxitol for epilepsy?", ["zorblaxitol"]),
+        ("Is quintraxamab approved for Marfan syndrome?", ["quintraxamab"]),
+        ("Does XQZ7 cause seizures or does Florbexin treat them?", ["XQZ7", "Florbexin"]),
+    ],
+)
+def test_a_question_about_an_unknown_name_says_so_and_cites_nothing(
+    client: TestClient, question: str, unknown: list[str]
+) -> None:
+    """Nothing about epilepsy, Marfan syndrome or seizures is offered in place of the unknown drug or gene."""
+    out = _qa(client, question)
+    assert out["insufficient_evidence"] is True and out["confidence"] == 0.0
+    assert out["answer"].startswith("medkg has no information about " + " or ".join(unknown))
+    assert [u["text"] for u in out["unknown_names"]] == unknown
+    assert out["citations"] == [] and out["retrieved"] == [] and out["kg_paths"] == []
+    assert "[" not in out["answer"]
+
+
+def test_words_of_everyday_english_and_of_the_literature_are_not_unknown(client: TestClient) -> None:
+    for question in (
+        "what medicine helps with fits in my kid",  # everyday words, however informal
+        "Is atenolol used in Marfan syndrome?",  # in no name of the graph, but in an indexed passage
+    ):
+        assert _qa(client, question)["unknown_names"] == [], question
+    out = _qa(client, "Is atenolol used in Marfan syndrome?")
+    assert any(c["id"].startswith("PMID:24102121") for c in out["citations"]), out["citations"]
+
+
+def test_an_unknown_name_streams_the_same_answer(client: TestClient) -> None:
+    question = "What is the recommended dose of zorblaxitol for epilepsy?"
+    with client.stream("POST", "/v1/qa", json={"question": question, "stream": True}) as r:
+        events = [
+            (m.group(1), json.loads(m.group(2)))
+            for m in re.finditer(r"event: (\w+)\ndata: (.*)\n\n", r.read().decode())
+        ]
+    assert events[0] == ("retrieval", {"expanded_query": question, "linked_entities": events[0][1]["linked_entities"],
+                                       "evidence_ids": []})  # fmt: skip
+    assert events[-1][0] == "answer" and events[-1][1]["answer"] == _qa(client, question)["answer"]
+
+
+def test_the_llm_is_not_asked_about_an_unknown_name(llm_client: tuple[TestClient, FakeLLMServer]) -> None:
+    client, llm = llm_client
+    before = len(llm.requests)
+    out = _qa(client, "Is quintraxamab approved for Marfan syndrome?", mode="llm")
+    assert out["answer"].startswith("medkg has no information about quintraxamab")
+    assert out["citations"] == [] and len(llm.requests) == before

@@ -40,12 +40,19 @@ def test_rate_and_eta_come_from_the_counts_since_the_bar_began() -> None:
     assert BarState("scan", "it", total=None, done=5, started=0.0).eta_s(now=10.0) is None
 
 
-def test_initial_counts_as_done_and_not_in_the_rate() -> None:
+def test_the_rate_is_timed_from_the_first_update() -> None:
+    """What precedes the first update (a model loading) and its count (what a resumed job skipped at
+    once) are not part of the rate."""
     watch = Watch()
     with watched(watch), progress_bar(total=10, initial=6, disable=True) as bar:
+        assert watch.active().done == 6 and watch.active().rate() is None
         bar.update(1)
-    (state,) = watch.bars()
-    assert (state.done, state.base, state.finished is not None) == (7, 6, True)
+        state = watch.active()
+        assert (state.done, state.base) == (7, 7) and state.rate(now=state.started + 2) is None
+        bar.update(2)
+        state = watch.active()
+        assert state.rate(now=state.started + 2) == 1.0 and state.eta_s(now=state.started + 2) == 1.0
+    assert watch.bars()[0].finished is not None
 
 
 def test_a_stop_request_ends_the_job_at_its_next_update() -> None:
