@@ -5,6 +5,7 @@ synonyms as a lexicon, local abbreviations, and the entity vector index for near
 from __future__ import annotations
 
 import hashlib
+import re
 import string
 import time
 from collections import defaultdict
@@ -58,6 +59,7 @@ LINKER_VERSION = 5
 # is upper case (or the whole text is): "NO ACUTE DISEASE." is, "COMPARISON: None." (11 of 14) is not.
 CAPITALS_SHARE = 0.8
 _UPPER, _LOWER = string.ascii_uppercase.encode(), string.ascii_lowercase.encode()
+_WORD = re.compile(r"[a-z][a-z0-9-]+")
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class Lexicon:
     synonyms: dict[str, list[str]] = field(default_factory=dict)  # term key -> ids with it as a synonym
     build_seconds: float = 0.0
     max_ids: int = 5
+    # every word of the entities' definitions (case-folded): the clinical vocabulary of the graph
+    defining_words: set[str] = field(default_factory=set)
 
     @classmethod
     def build(
@@ -108,6 +112,8 @@ class Lexicon:
                 if excluded and entity.sources and set(entity.sources) <= excluded:
                     continue
                 lexicon._add(entity, held)
+                if entity.description:
+                    lexicon.defining_words.update(_WORD.findall(entity.description.casefold()))
         lexicon.build_seconds = round(time.perf_counter() - started, 2)
         return lexicon
 
@@ -242,15 +248,23 @@ class EntityLinker:
         know (:mod:`kg.unknown_names`; ``known(word)``: whether the literature holds the word,
         ``names(ids)``: display names for suggestions)."""
         doc = self.nlp(text)
-        mentions = self._link_query(doc)
-        # a name vouches for its words; a link by meaning only for a word it is alone (a misspelling), not
-        # for the words of a chunk or a whole short question it matched as a whole
-        vouched = [(m.start, m.end) for m in mentions if m.method != "vector" or " " not in m.text.strip()]
-        return mentions, self.unknown_names.find(doc, vouched, known, names)
+        unknown = self.unknown_names
+        mentions = [  # a link by meaning of a word nobody knows is a guess ("zorblaxitol" -> a migraine drug)
+            m
+            for m in self._link_query(doc)
+            if not (_one_word(m) and m.method == "vector" and unknown.unknown_word(m.text))
+            or unknown.spelled_like(m.text, m.ids)  # unless a misspelling ("metfromin" -> Metformin)
+        ]
+        # a name vouches for its words; a link by meaning only for a word it matched alone, not for the
+        # words of a chunk or a whole short question it matched as a whole
+        vouched = [(m.start, m.end) for m in mentions if m.method != "vector" or _one_word(m)]
+        return mentions, unknown.find(doc, vouched, known, names)
 
     @cached_property
     def unknown_names(self) -> UnknownNames:
-        return UnknownNames(self.lexicon.names.keys() | self.lexicon.synonyms.keys(), self.lexicon.ids_for)
+        return UnknownNames(
+            self.lexicon.names.keys() | self.lexicon.synonyms.keys(), self.lexicon.ids_for, self.lexicon.defining_words
+        )
 
     def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self.link_docs([doc])[0]
@@ -366,6 +380,10 @@ class EntityLinker:
     @staticmethod
     def _mention(span: Span, ids: tuple[str, ...], method: str, sentence_of: dict[int, int], score: float = 1.0):
         return Mention(span.start_char, span.end_char, span.text, ids, method, round(score, 4), sentence_of[span.start])
+
+
+def _one_word(mention: Mention) -> bool:
+    return " " not in mention.text.strip()
 
 
 def _sentence_index(doc: Doc) -> dict[int, int]:

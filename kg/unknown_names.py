@@ -1,9 +1,10 @@
-"""Names a question uses that medkg knows nothing about ("zorblaxitol", "quintraxamab", "metfromin"):
-a word the linker left unlinked that is no word of everyday English (``wordfreq``'s frequency lists,
-shipped in its wheel), is in no name or synonym of the graph, and (the caller's check) occurs in no
-indexed passage. The answer then says medkg has no information about it rather than answering with
-evidence about something else; near misses in the graph's names are offered as suggestions
-(``rapidfuzz``), never substituted."""
+"""Names a question uses that medkg knows nothing about ("zorblaxitol", "quintraxamab", "metfromin",
+"azithromycin" where no source of the graph has it): a word the linker left unlinked, in no name,
+synonym or definition of the graph and (the caller's check) in no indexed passage, that looks like a
+name: absent from everyday English (``wordfreq``'s frequency lists, shipped in its wheel), or rare
+there and built like a drug name (a common INN/USAN stem: -mab, -mycin, -sartan...). The answer then
+says medkg has no information about it rather than answering with evidence about something else;
+near misses in the graph's names are offered as suggestions (``rapidfuzz``), never substituted."""
 
 from __future__ import annotations
 
@@ -18,16 +19,38 @@ from wordfreq import zipf_frequency
 
 from kg.nlp import norm_token
 
-__all__ = ["UnknownName", "UnknownNames", "RARE_ZIPF"]
+__all__ = ["ABSENT_ZIPF", "DRUG_STEMS", "DRUG_STEM_STARTS", "RARE_ZIPF", "UnknownName", "UnknownNames"]
 
-#: A word rarer than this in English (Zipf scale: 3 is once per million words, 1 once per billion) may
-#: be a name. Drug, gene and syndrome names sit below it ("zonisamide" 0, "adalimumab" 1.5,
-#: "losartan" 1.6, "FBN1" 0; "metformin" 2.55 is above, and known as a name of the graph), everyday
-#: and common clinical words above ("fits" 4.3, "seizure" 3.7, "dose" 4.2, "migraine" 3.3). Clinical
-#: words below it ("hypotonia" 1.8, "ectopia" 1.2) are words of the graph's names or of the literature.
-RARE_ZIPF = 2.5
+#: Zipf frequency in English (3 is once per million words, 1 once per billion) below which a word is
+#: no word of English: invented and misspelt names ("zorblaxitol", "metfromin" 0), rare drugs and gene
+#: symbols ("mepolizumab", "FBX9" 0). Clinical words of vignettes sit above it ("gravida" 1.5,
+#: "diaphoretic" 1.6, "edentulous" 1.5, "sphygmomanometer" 1.4).
+ABSENT_ZIPF = 1.0
+#: Below this, a word built like a drug name is one ("ceftriaxone" 1.9, "azithromycin" 2.0, "losartan"
+#: 1.6); everyday words are above it ("fits" 4.3, "seizure" 3.7, "dose" 4.2, "migraine" 3.3).
+RARE_ZIPF = 3.0
+#: Endings of common INN/USAN drug stems (WHO's stem book): a rare word ending so names a drug.
+DRUG_STEMS = (
+    "mab", "cept", "nib", "tinib", "ciclib", "parib", "zomib", "mycin", "micin", "cillin", "penem",
+    "floxacin", "cycline", "azole", "conazole", "vir", "navir", "buvir", "prazole", "tidine", "pril", "sartan",
+    "olol", "alol", "dipine", "statin", "fibrate", "gliptin", "glitazone", "gliflozin", "glinide", "parin",
+    "xaban", "gatran", "grel", "triptan", "setron", "pitant", "caine", "zepam", "zolam", "barbital", "oxetine",
+    "triptyline", "pramine", "peridol", "apine", "idone", "terol", "lukast", "sonide", "olone", "semide",
+    "thiazide", "tide", "relin", "kinra", "leukin", "ase", "platin", "taxel", "rubicin", "trexate", "tabine",
+    "limus", "profen", "coxib", "fenac", "dronate", "tepa", "mustine", "vudine", "lutamide",
+    "trozole", "gestrel", "sterone", "afil", "osin", "zosin", "pressin", "tocin", "formin",
+)  # fmt: skip
+#: Beginnings of INN stems ("ceftriaxone", "cephalexin", "sulfasalazine").
+DRUG_STEM_STARTS = ("cef", "ceph", "sulfa")
+#: Word-forming prefixes of clinical English: a word made of one and a known word is no name.
+PREFIXES = (
+    "non", "un", "anti", "inter", "intra", "extra", "sub", "supra", "super", "hyper", "hypo", "pre", "post",
+    "peri", "para", "pseudo", "semi", "multi", "poly", "primi", "micro", "macro", "immuno", "neuro", "cardio",
+    "osteo", "myo", "hepato", "nephro", "gastro", "entero", "broncho", "pneumo", "dermato", "hemo", "haemo",
+    "patho", "cross", "co", "de", "re", "dis", "mis", "over", "under", "auto", "trans", "endo", "epi", "retro",
+)  # fmt: skip
 #: How close a name of the graph must be to be suggested (rapidfuzz ratio, 0-100).
-SUGGEST_CUTOFF = 75.0
+SUGGEST_CUTOFF = 80.0
 _NAME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
 
 
@@ -45,10 +68,14 @@ class UnknownName:
 class UnknownNames:
     """Finds :class:`UnknownName` s in a parsed question, given what the linker linked there."""
 
-    def __init__(self, terms: Iterable[str], term_ids: Callable[[str], tuple[str, ...]]) -> None:
-        """``terms``: the lexicon's keys (normalised names and synonyms); ``term_ids``: the ids of a key."""
+    def __init__(
+        self, terms: Iterable[str], term_ids: Callable[[str], tuple[str, ...]], defining: Iterable[str] = ()
+    ) -> None:
+        """``terms``: the lexicon's keys (normalised names and synonyms); ``term_ids``: the ids of a key;
+        ``defining``: the (case-folded) words of the entities' definitions."""
         self._terms = list(terms)
         self._term_ids = term_ids
+        self._defining = frozenset(defining)
 
     @cached_property
     def _words(self) -> frozenset[str]:
@@ -75,19 +102,55 @@ class UnknownNames:
             word = token.text
             if token.idx in covered or token.is_stop or token.like_num or not _NAME_LIKE.match(word):
                 continue
-            if len(word) < 4 and not any(ch.isdigit() for ch in word):  # short forms: too ambiguous
-                continue
-            if self._in_names(word) or zipf_frequency(word, "en") >= RARE_ZIPF or known(word):
+            if not self.unknown_word(word) or known(word):
                 continue
             found.append(UnknownName(word, token.idx, token.idx + len(word), self._suggest(word, names)))
         return found
 
-    def _in_names(self, word: str) -> bool:
-        """A word of a name or synonym of the graph, as written or as the lexicon matches it (singular)."""
-        return word.casefold() in self._words or norm_token(word).casefold() in self._words
+    def unknown_word(self, word: str) -> bool:
+        """Whether ``word`` looks like a name and is no word of the graph (the literature not asked)."""
+        if word.isupper() and not any(ch.isdigit() for ch in word):  # short forms (HEENT, MRI): ambiguous
+            return False
+        if len(word) < 4 and not any(ch.isdigit() for ch in word):
+            return False
+        return not self._in_graph(word) and _name_like(word) and not self._compound(word)
+
+    def spelled_like(self, word: str, ids: Iterable[str]) -> bool:
+        """Whether a one-word name of one of ``ids`` is spelt close to ``word`` (a misspelling of it)."""
+        wanted = set(ids)
+        close = process.extract(word.casefold(), self._single, scorer=fuzz.ratio, limit=10, score_cutoff=SUGGEST_CUTOFF)
+        return any(wanted & set(self._term_ids(term)) for term, _, _ in close)
+
+    def _in_graph(self, word: str) -> bool:
+        """A word of a name, synonym or definition of the graph, as written or as the lexicon matches it
+        (singular)."""
+        forms = {word.casefold(), norm_token(word).casefold()}
+        return bool(forms & self._words or forms & self._defining)
+
+    def _compound(self, word: str) -> bool:
+        """A known word behind a word-forming prefix ("noncontributory", "primigravida", "interscapular")."""
+        low = word.casefold()
+        for prefix in PREFIXES:
+            rest = low[len(prefix) :]
+            if (
+                low.startswith(prefix)
+                and len(rest) >= 4
+                and (zipf_frequency(rest, "en") >= ABSENT_ZIPF or self._in_graph(rest))
+            ):
+                return True
+        return False
 
     def _suggest(self, word: str, names: Callable[[Iterable[str]], dict[str, str]]) -> tuple[tuple[str, str], ...]:
         close = process.extract(word.casefold(), self._single, scorer=fuzz.ratio, limit=3, score_cutoff=SUGGEST_CUTOFF)
         ids = list(dict.fromkeys(i for term, _, _ in close for i in self._term_ids(term)[:1]))
         shown = names(ids)
         return tuple((i, shown[i]) for i in ids if i in shown)
+
+
+def _name_like(word: str) -> bool:
+    """No word of English, or a rare one built like a drug name."""
+    frequency = zipf_frequency(word, "en")
+    low = word.casefold()
+    return frequency < ABSENT_ZIPF or (
+        frequency < RARE_ZIPF and (low.endswith(DRUG_STEMS) or low.startswith(DRUG_STEM_STARTS))
+    )

@@ -66,8 +66,9 @@ class Retrieval:
     entities: dict[str, Entity]  # names of everything the bundle and the paths mention
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     differential: list[Candidate] = field(default_factory=list)  # when the question asked for a diagnosis
-    # names the question uses that medkg knows nothing about: nothing is retrieved for such a question
+    # names the question uses that medkg knows nothing about, and whether retrieval stopped at them
     unknown: list[UnknownName] = field(default_factory=list)
+    stopped: bool = False
 
 
 class Links(NamedTuple):
@@ -148,20 +149,23 @@ class Retriever:
         context: Sequence[str] = (),
         extra: Sequence[EvidenceItem] = (),
         links: Links | None = None,
+        stop_at_unknown: bool = False,
     ) -> Retrieval:
         """``k`` passages at most, paths of at most ``hops`` hops between linked entities,
         ``budget`` tokens of evidence; ``context``: entity ids carried from the session; ``extra``:
         evidence found elsewhere (similar imaging studies), which leads each round of the bundle;
-        ``links``: what :meth:`link` returned for this very ``query``, when the caller has it. A question
-        that names something medkg knows nothing about gets no evidence at all (``unknown``): evidence
-        about anything else would be read as about it."""
+        ``links``: what :meth:`link` returned for this very ``query``, when the caller has it.
+        ``stop_at_unknown``: a question that names something medkg knows nothing about (``unknown``)
+        gets no evidence at all, since evidence about anything else would be read as about it (the QA
+        engine asks for this; an exam's answerer, choosing among options, does not)."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
         links = links if links is not None else self.link(query)
         linked, groups = list(links.linked), list(links.groups)
-        if links.unknown:
+        if links.unknown and stop_at_unknown:
             timings["link"] = time.perf_counter() - t
-            return Retrieval(query, linked, EvidenceBundle([], budget), [], {}, timings, unknown=list(links.unknown))
+            bundle = EvidenceBundle([], budget)
+            return Retrieval(query, linked, bundle, [], {}, timings, unknown=list(links.unknown), stopped=True)
         known = {i for g in groups for i in g}
         carried = [i for i in context if i not in known]
         if carried:
@@ -221,6 +225,7 @@ class Retriever:
             entities=graph.entities,
             timings=timings,
             differential=differential,
+            unknown=list(links.unknown),
         )
 
     def _wants_differential(self, query: str, linked: list[LinkedEntity]) -> bool:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     from kg.unknown_names import UnknownName
 
-__all__ = ["Answer", "AnswerMode", "unknown_answer"]
+__all__ = ["Answer", "AnswerMode", "unknown_answer", "unknown_note"]
 
 AnswerMode = Literal["extractive", "llm"]
 
@@ -40,3 +40,10 @@ def unknown_answer(unknown: list[UnknownName]) -> Answer:
             shown = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
             text += f" Did you mean {shown} for {u.text}?" if len(unknown) > 1 else f" Did you mean {shown}?"
     return Answer(text=text, cited=[], confidence=0.0, insufficient_evidence=True, mode="extractive")
+
+
+def unknown_note(unknown: list[UnknownName]) -> str:
+    """The note before an answer to a longer question (a vignette) that also names something unknown."""
+    names = [u.text for u in unknown]
+    named = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return f"medkg has no information about {named}; what follows does not use it."

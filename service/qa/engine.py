@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from kg.errors import InvalidInput
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever
-from service.qa.answer import Answer, unknown_answer
+from service.qa.answer import Answer, unknown_answer, unknown_note
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
@@ -211,6 +211,7 @@ class QAEngine:
             context=context,
             extra=extra,
             links=links if query == question else None,  # an expanded query is linked afresh
+            stop_at_unknown=_about_one_thing(question),
         )
         timings.update(retrieval.timings)
         return retrieval, conversation, timings
@@ -330,13 +331,15 @@ class QAEngine:
         mode = self._mode(options.mode)
         retrieval, conversation, timings = self._prepare(question, session_id, options, image, image_id)
         t = time.perf_counter()
-        if retrieval.unknown:  # in either mode: no evidence, and an LLM must not guess
+        if _stopped(retrieval):  # in either mode: no evidence, and an LLM must not guess
             answer = unknown_answer(retrieval.unknown)
         elif mode == "llm":
             assert self.llm is not None
             answer = self.llm.answer(question, retrieval.bundle, conversation)
         else:
             answer = self.composer.compose(retrieval.query, retrieval.bundle)
+        if retrieval.unknown and not _stopped(retrieval):
+            answer.text = f"{unknown_note(retrieval.unknown)} {answer.text}"
         timings["answer"] = time.perf_counter() - t
         return self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
 
@@ -368,7 +371,10 @@ class QAEngine:
         try:
             t = time.perf_counter()
             answer: Answer | None = None
-            if mode == "llm" and not retrieval.unknown:
+            note = unknown_note(retrieval.unknown) + " " if retrieval.unknown and not _stopped(retrieval) else ""
+            if note:
+                yield "delta", note
+            if mode == "llm" and not _stopped(retrieval):
                 assert self.llm is not None
                 for piece in self.llm.stream(question, retrieval.bundle, conversation):
                     if isinstance(piece, Answer):
@@ -378,12 +384,13 @@ class QAEngine:
             else:
                 answer = (
                     unknown_answer(retrieval.unknown)
-                    if retrieval.unknown
+                    if _stopped(retrieval)
                     else self.composer.compose(retrieval.query, retrieval.bundle)
                 )
                 for i, sentence in enumerate(_sentences(answer.text)):
                     yield "delta", ("" if i == 0 else " ") + sentence
             assert answer is not None
+            answer.text = note + answer.text
             timings["answer"] = time.perf_counter() - t
             response = self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
         except LLMError as exc:
@@ -397,6 +404,21 @@ class QAEngine:
             yield "error", {"status": 500, "detail": "internal error"}
             return
         yield "answer", response
+
+
+#: A question of at most this many words is about what it names: one naming something unknown gets no
+#: evidence. A longer one (a clinical vignette: "a 45-year-old woman on mepolizumab presents with...")
+#: is answered from what is known, after a note that names what is not.
+ABOUT_ONE_THING_WORDS = 30
+
+
+def _about_one_thing(question: str) -> bool:
+    return len(question.split()) <= ABOUT_ONE_THING_WORDS
+
+
+def _stopped(retrieval: Retrieval) -> bool:
+    """Retrieval stopped at a name medkg does not know (nothing was retrieved)."""
+    return retrieval.stopped
 
 
 def _sentences(text: str) -> list[str]:

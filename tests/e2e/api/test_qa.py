@@ -445,3 +445,15 @@ def test_the_llm_is_not_asked_about_an_unknown_name(llm_client: tuple[TestClient
     out = _qa(client, "Is quintraxamab approved for Marfan syndrome?", mode="llm")
     assert out["answer"].startswith("medkg has no information about quintraxamab")
     assert out["citations"] == [] and len(llm.requests) == before
+
+
+def test_a_vignette_naming_an_unknown_drug_is_answered_from_what_is_known_after_a_note(client: TestClient) -> None:
+    question = (
+        "A 16-year-old boy who takes zorblaxitol for acne is tall with long fingers and arachnodactyly; his "
+        "father had an aortic root aneurysm. Which phenotypes are characteristic of Marfan syndrome, the "
+        "diagnosis his physician suspects?"
+    )
+    out = _qa(client, question)
+    assert out["answer"].startswith("medkg has no information about zorblaxitol; what follows does not use it. ")
+    assert [u["text"] for u in out["unknown_names"]] == ["zorblaxitol"]
+    assert any(c["id"].startswith("KG:OMIM:154700-HAS_PHENOTYPE-") for c in out["citations"])

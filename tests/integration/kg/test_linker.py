@@ -9,7 +9,7 @@ import pytest
 
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
-from kg.linker import EntityLinker, Lexicon
+from kg.linker import EntityLinker, Lexicon, Mention
 from kg.model import Entity
 from kg.nlp import build_pipeline
 
@@ -357,3 +357,28 @@ def test_negation_applies_to_text_in_capitals(capitals_linker: EntityLinker) -> 
 def test_a_query_in_capitals_links_its_words(capitals_linker: EntityLinker) -> None:
     found = capitals_linker.link_query("WHAT CAUSES A HEART ATTACK AND FEVER IN MARFAN SYNDROME?")
     assert {m.ids for m in found} == {("HP:0001658",), ("HP:0001945",), ("DOID:14323", "OMIM:154700")}
+
+
+def test_a_question_names_unknown_words_and_keeps_misspellings_linked_by_meaning(
+    linked_store: BaseGraphStore,
+    tmp_path: Path,
+    text_embedder,  # noqa: ANN001
+) -> None:
+    """The real entity index links "metfromin" to Metformin by meaning (kept: spelt like it); a vector
+    link of a word spelt like no name of its entity is a guess, dropped, and the word is unknown."""
+    nlp = build_pipeline()
+    index = EntityIndex(tmp_path / "indexes", text_embedder)
+    index.update(linked_store, progress=False)
+    linker = EntityLinker(nlp, Lexicon.build(linked_store, nlp), index, threshold=0.75, query_threshold=0.6)
+    mentions, unknown = linker.read_question("Is metfromin used for type 2 diabetes mellitus?")
+    assert {m.ids for m in mentions} == {("DRUGBANK:DB00331",), ("DOID:9352",)} and unknown == []
+    real = linker._link_query
+
+    def with_a_guess(doc):  # noqa: ANN001, ANN202 - what the index answers for a word it cannot know
+        start = doc.text.index("zorblaxitol")
+        return [*real(doc), Mention(start, start + 11, "zorblaxitol", ("DRUGBANK:DB00331",), "vector", 0.65)]
+
+    linker._link_query = with_a_guess
+    mentions, unknown = linker.read_question("What is the dose of zorblaxitol for type 2 diabetes mellitus?")
+    assert [m.ids for m in mentions] == [("DOID:9352",)]
+    assert [(u.text, u.suggestions) for u in unknown] == [("zorblaxitol", ())]

@@ -12,8 +12,11 @@ NAMES = {"DRUGBANK:DB00678": "Losartan", "DRUGBANK:DB00313": "Valproic acid", "O
 nlp = spacy.blank("en")
 
 
+DEFINING = {"tall", "stature", "gravida", "noncontributory"}
+
+
 def find(text: str, linked: list[tuple[int, int]] = (), known=lambda _: False):  # noqa: ANN001, ANN201
-    finder = UnknownNames(TERMS, lambda key: TERMS.get(key, ()))
+    finder = UnknownNames(TERMS, lambda key: TERMS.get(key, ()), DEFINING)
     return finder.find(nlp(text), linked, known, lambda ids: {i: NAMES[i] for i in ids if i in NAMES})
 
 
@@ -28,11 +31,27 @@ def test_rare_words_in_no_name_are_unknown_and_close_names_are_suggested() -> No
 def test_everyday_and_clinical_words_names_of_the_graph_and_short_forms_are_not() -> None:
     assert find("my kid has fits and a small head, what could it be?") == []
     assert find("recommended dose of losartan for high blood pressure in pregnancy") == []
-    assert find("Is MRI or CT better for the aorta?") == []  # short forms: too ambiguous to call unknown
+    assert find("Is MRI or CT better for the aorta? HEENT normal.") == []  # short forms: too ambiguous
     assert [u.text for u in find("Is FBX9 or XQ7 involved?")] == ["FBX9", "XQ7"]  # gene-like, with digits
+    # words of clinical English that everyday English lacks: prefixed known words, words of definitions
+    assert find("The primigravida's history is noncontributory; interscapular pain.") == []
+
+
+def test_rare_words_built_like_drug_names_are_names() -> None:
+    """Real drugs the graph does not hold are unknown to medkg too; rare everyday words are not."""
+    assert [u.text for u in find("Is azithromycin or ceftriaxone better for it?")] == ["azithromycin", "ceftriaxone"]
+    assert find("The thermostat and the lighthouse keeper") == []
 
 
 def test_what_the_linker_linked_or_the_literature_holds_is_known() -> None:
     text = "Is lozartan safe?"
     assert find(text, linked=[(3, 11)]) == []  # linked by meaning (the vector index)
     assert find(text, known=lambda word: word == "lozartan") == []  # in an indexed passage
+
+
+def test_a_misspelling_is_spelt_like_the_name_it_was_linked_to_and_a_guess_is_not() -> None:
+    finder = UnknownNames(TERMS, lambda key: TERMS.get(key, ()), DEFINING)
+    assert finder.spelled_like("lozartan", ["DRUGBANK:DB00678"])  # Losartan
+    assert not finder.spelled_like("zorblaxitol", ["DRUGBANK:DB00678"])  # a guess by meaning
+    assert not finder.spelled_like("lozartan", ["DRUGBANK:DB00313"])  # close to another entity's name
+    assert finder.unknown_word("zorblaxitol") and not finder.unknown_word("losartan")
