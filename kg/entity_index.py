@@ -83,6 +83,13 @@ class EntityIndex:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
         return self._index
 
+    def close(self) -> None:
+        """Close the vector index's files (reopened by the next use)."""
+        with self._opening:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
+
     def rebuild_hint(self) -> str:
         files = f"{self.directory / self.name}.vectors"
         return (

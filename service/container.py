@@ -326,9 +326,9 @@ class Container:
         if "sessions" in self.__dict__:
             self.sessions.close()
             del self.__dict__["sessions"]
-        if "text_index" in self.__dict__:
-            self.text_index.close()
-            del self.__dict__["text_index"]
+        for name in ("text_index", "entity_index"):
+            if name in self.__dict__:
+                self.__dict__.pop(name).close()
         if "graph" in self.__dict__ and self._owns_graph:
             self.graph.close()
             del self.__dict__["graph"]

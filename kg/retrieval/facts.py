@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import Stemmer
 
+from kg.annotation_terms import describe_evidence_codes, describe_frequencies, describe_onsets
 from kg.curie import source_url
 from kg.differential import frequency_weight
 from kg.embedders import TextEmbedder
@@ -66,9 +67,11 @@ def _evidence_note(rel: Relation) -> str:
     ev = rel.evidence
     notes = []
     if ev.get("frequency"):
-        notes.append(f"frequency {ev['frequency']}")
+        notes.append(f"frequency {describe_frequencies(ev['frequency'])}")
     if ev.get("onset"):
-        notes.append(f"onset {ev['onset']}")
+        notes.append(describe_onsets(ev["onset"]))
+    if ev.get("evidence_codes"):
+        notes.append(f"evidence: {describe_evidence_codes(ev['evidence_codes'])}")
     if rel.type == "CO_MENTIONED" and ev.get("count"):
         notes.append(f"{ev['count']} sentences")
     if rel.source:

@@ -1,0 +1,76 @@
+"""The names of HPO annotation qualifiers, so that evidence reads "very frequent (80-99%)", "onset in
+childhood", "published clinical study" rather than "HP:0040281", "HP:0011463", "PCS": HPO's frequency
+and onset terms (their names and definitions in hp.obo, 2025-01-16 release) and the evidence codes of
+phenotype.hpoa (its documentation). Fixed vocabularies, read once here rather than looked up per fact."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["describe_evidence_codes", "describe_frequencies", "describe_onsets"]
+
+FREQUENCY_NAMES = {
+    "HP:0040280": "obligate (100%)",
+    "HP:0040281": "very frequent (80-99%)",
+    "HP:0040282": "frequent (30-79%)",
+    "HP:0040283": "occasional (5-29%)",
+    "HP:0040284": "very rare (1-4%)",
+    "HP:0040285": "excluded (0%)",
+}
+ONSET_NAMES = {
+    "HP:0003674": "onset",
+    "HP:0030674": "antenatal onset",
+    "HP:0011460": "embryonal onset",
+    "HP:0011461": "fetal onset",
+    "HP:0034199": "late first trimester onset",
+    "HP:0034198": "second trimester onset",
+    "HP:0034197": "third trimester onset",
+    "HP:0003577": "congenital onset",
+    "HP:0003623": "neonatal onset",
+    "HP:0410280": "pediatric onset",
+    "HP:0003593": "infantile onset",
+    "HP:0011463": "childhood onset",
+    "HP:0003621": "juvenile onset",
+    "HP:0003581": "adult onset",
+    "HP:0011462": "young adult onset",
+    "HP:0025708": "early young adult onset",
+    "HP:0025709": "intermediate young adult onset",
+    "HP:0025710": "late young adult onset",
+    "HP:0003596": "middle age onset",
+    "HP:0003584": "late onset",
+    "HP:4000040": "puerperal onset",
+    "HP:6000314": "perimenopausal onset",
+    "HP:6000315": "postmenopausal onset",
+}
+EVIDENCE_CODE_NAMES = {
+    "PCS": "published clinical study",
+    "TAS": "traceable author statement",
+    "IEA": "inferred from electronic annotation",
+}
+_RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def _joined(values: Iterable[str], name) -> str:  # noqa: ANN001 - str -> str
+    return ", ".join(dict.fromkeys(name(str(v)) for v in values if str(v).strip()))
+
+
+def describe_frequencies(values: Iterable[str] | str) -> str:
+    """ "very frequent (80-99%)", "3 of 10 patients", "25%" (several joined by commas)."""
+
+    def name(value: str) -> str:
+        if value in FREQUENCY_NAMES:
+            return FREQUENCY_NAMES[value]
+        if m := _RATIO.match(value):
+            return f"{m[1]} of {m[2]} patients"
+        return value
+
+    return _joined([values] if isinstance(values, str) else values, name)
+
+
+def describe_onsets(values: Iterable[str] | str) -> str:
+    return _joined([values] if isinstance(values, str) else values, lambda v: ONSET_NAMES.get(v, v))
+
+
+def describe_evidence_codes(values: Iterable[str] | str) -> str:
+    return _joined([values] if isinstance(values, str) else values, lambda v: EVIDENCE_CODE_NAMES.get(v, v))
