@@ -86,6 +86,12 @@ class UnknownNames:
         """One-word names (what a one-word unknown name is compared with for suggestions)."""
         return sorted({t for t in self._terms if " " not in t and len(t) >= 4})
 
+    def warm(self) -> None:
+        """Build the word sets and load wordfreq's list now (a fraction of a second) rather than at the
+        first question."""
+        self._words, self._single  # noqa: B018
+        zipf_frequency("medkg", "en")
+
     def find(
         self,
         doc: Doc,

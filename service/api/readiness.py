@@ -40,6 +40,7 @@ class Readiness:
             ("the passage index", lambda: c.text_index.load()),  # FAISS and BM25 (damaged BM25 files are rebuilt)
             ("the entity index", lambda: c.entity_index.index),
             ("the QA engine", lambda: c.qa),  # linker (lexicon from the graph), retriever, sessions, LLM client
+            ("the unknown-name check", lambda: c.linker.unknown_names.warm()),  # kg/unknown_names.py
             ("the phenotype index", lambda: c.phenotype_index),  # built once, then cached (rebuilt if damaged)
             ("name completion", lambda: c.name_index),
         ]
