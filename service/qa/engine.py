@@ -130,8 +130,9 @@ class QAResponse(BaseModel):
     )
     unknown_names: list[UnknownOut] = Field(
         default_factory=list,
-        description="Names the question uses that medkg knows nothing about: then nothing is retrieved and the "
-        "answer says so (insufficient_evidence).",
+        description="Names the question uses that medkg knows nothing about. A question of at most 30 words "
+        "then retrieves nothing and the answer says so (insufficient_evidence); a longer one is answered from "
+        "what is known after a note naming them.",
     )
     session_id: str | None
     evidence: EvidenceSummary
@@ -335,7 +336,7 @@ class QAEngine:
             answer = unknown_answer(retrieval.unknown)
         elif mode == "llm":
             assert self.llm is not None
-            answer = self.llm.answer(question, retrieval.bundle, conversation)
+            answer = self.llm.answer(question, retrieval.bundle, conversation, [u.text for u in retrieval.unknown])
         else:
             answer = self.composer.compose(retrieval.query, retrieval.bundle)
         if retrieval.unknown and not _stopped(retrieval):
@@ -376,7 +377,8 @@ class QAEngine:
                 yield "delta", note
             if mode == "llm" and not _stopped(retrieval):
                 assert self.llm is not None
-                for piece in self.llm.stream(question, retrieval.bundle, conversation):
+                unknown = [u.text for u in retrieval.unknown]
+                for piece in self.llm.stream(question, retrieval.bundle, conversation, unknown):
                     if isinstance(piece, Answer):
                         answer = piece
                     else:

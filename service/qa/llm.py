@@ -5,7 +5,7 @@ are :class:`~kg.llm.LLMError` (504: no answer in time; 502: an error or a reply 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kg.llm import ChatClient, Completion, LLMError, json_schema_format, parse_json_object
@@ -126,15 +126,22 @@ class LLMAnswerer:
             dropped_citations=checked.dropped,
         )
 
-    def answer(self, question: str, bundle: EvidenceBundle, conversation: str = "") -> Answer:
-        messages = answer_messages(question, bundle.items, conversation)
+    def answer(
+        self, question: str, bundle: EvidenceBundle, conversation: str = "", unknown: Sequence[str] = ()
+    ) -> Answer:
+        """``unknown``: names of the question medkg knows nothing about, which the prompt says it must not
+        answer about."""
+        messages = answer_messages(question, bundle.items, conversation, unknown)
         return self.parse(self.chat.complete(messages, self.response_format).content, bundle)
 
-    def stream(self, question: str, bundle: EvidenceBundle, conversation: str = "") -> Iterator[str | Answer]:
+    def stream(
+        self, question: str, bundle: EvidenceBundle, conversation: str = "", unknown: Sequence[str] = ()
+    ) -> Iterator[str | Answer]:
         """Pieces of the answer text as the model writes them, then the checked :class:`Answer`
         (whose text, with unknown citations removed, replaces what was streamed)."""
         extractor = AnswerTextStream()
-        for piece in self.chat.stream(answer_messages(question, bundle.items, conversation), self.response_format):
+        messages = answer_messages(question, bundle.items, conversation, unknown)
+        for piece in self.chat.stream(messages, self.response_format):
             text = extractor.feed(piece)
             if text:
                 yield text

@@ -54,11 +54,21 @@ def render_evidence(items: Sequence[EvidenceItem]) -> str:
     return "\n".join(lines)
 
 
-def answer_messages(question: str, items: Sequence[EvidenceItem], conversation: str = "") -> list[dict[str, str]]:
+def answer_messages(
+    question: str, items: Sequence[EvidenceItem], conversation: str = "", unknown: Sequence[str] = ()
+) -> list[dict[str, str]]:
+    """``unknown``: names in the question that medkg knows nothing about (kg/unknown_names.py)."""
     parts = []
     if conversation:
         parts.append(f"Conversation so far (for context; cite only the evidence below):\n{conversation}")
     parts.append(f"Question: {question}")
+    if unknown:
+        named = ", ".join(unknown)
+        parts.append(
+            f"Unknown to this knowledge base: {named}. No evidence below is about {named}: answer only what the "
+            f"evidence supports about the rest of the question, never present evidence about another drug, "
+            f"disease or gene as if it were about {named}, and say nothing about {named} itself."
+        )
     parts.append("Evidence:\n" + (render_evidence(items) or "(none found)"))
     return [
         {"role": "system", "content": ANSWER_SYSTEM_PROMPT},

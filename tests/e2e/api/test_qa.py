@@ -282,7 +282,7 @@ def llm_client(app_container: Container) -> Iterator[tuple[TestClient, FakeLLMSe
             container.__dict__[shared] = getattr(app_container, shared)
         with TestClient(create_app(container=container)) as c:
             yield c, llm
-            for shared in ("text_index", "sessions"):  # the module's container closes these
+            for shared in ("text_index", "entity_index", "sessions"):  # the module's container closes these
                 container.__dict__.pop(shared)
 
 
@@ -457,3 +457,27 @@ def test_a_vignette_naming_an_unknown_drug_is_answered_from_what_is_known_after_
     assert out["answer"].startswith("medkg has no information about zorblaxitol; what follows does not use it. ")
     assert [u["text"] for u in out["unknown_names"]] == ["zorblaxitol"]
     assert any(c["id"].startswith("KG:OMIM:154700-HAS_PHENOTYPE-") for c in out["citations"])
+
+
+def test_the_llm_is_told_what_a_vignette_names_that_medkg_does_not_know(
+    llm_client: tuple[TestClient, FakeLLMServer],
+) -> None:
+    client, llm = llm_client
+    real = "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166"
+
+    def answer(body: dict) -> dict:
+        user = body["messages"][-1]["content"]
+        assert "Unknown to this knowledge base: zorblaxitol." in user and "as if it were about zorblaxitol" in user
+        return {"answer": f"Arachnodactyly is a feature [{real}].", "citations": [real], "confidence": 0.7,
+                "insufficient_evidence": False}  # fmt: skip
+
+    llm.handler = answer
+    question = (
+        "A 16-year-old boy who takes zorblaxitol for acne is tall with long fingers and arachnodactyly; his "
+        "father had an aortic root aneurysm. Which phenotypes are characteristic of Marfan syndrome, the "
+        "diagnosis his physician suspects?"
+    )
+    out = _qa(client, question, mode="llm")
+    assert out["mode"] == "llm" and out["answer"].startswith("medkg has no information about zorblaxitol;")
+    assert [c["id"] for c in out["citations"]] == [real]
+    llm.handler = None
