@@ -28,7 +28,7 @@ def unknown_answer(unknown: list[UnknownName]) -> Answer:
     """ "medkg has no information about X", with the close names of the graph as questions, never as
     answers."""
     names = [u.text for u in unknown]
-    named = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    named = _either(names)
     text = (
         f"medkg has no information about {named}: no entity of the knowledge graph and no indexed passage "
         f"has {'this name' if len(names) == 1 else 'these names'}, so nothing here can answer a question about "
@@ -36,14 +36,16 @@ def unknown_answer(unknown: list[UnknownName]) -> Answer:
     )
     for u in unknown:
         if u.suggestions:
-            options = [f"{name} ({i})" for i, name in u.suggestions]
-            shown = options[0] if len(options) == 1 else ", ".join(options[:-1]) + " or " + options[-1]
+            shown = _either([f"{name} ({i})" for i, name in u.suggestions])
             text += f" Did you mean {shown} for {u.text}?" if len(unknown) > 1 else f" Did you mean {shown}?"
     return Answer(text=text, cited=[], confidence=0.0, insufficient_evidence=True, mode="extractive")
 
 
 def unknown_note(unknown: list[UnknownName]) -> str:
     """The note before an answer to a longer question (a vignette) that also names something unknown."""
-    names = [u.text for u in unknown]
-    named = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    return f"medkg has no information about {named}; what follows does not use it."
+    return f"medkg has no information about {_either([u.text for u in unknown])}; what follows does not use it."
+
+
+def _either(items: list[str]) -> str:
+    """ "a", "a or b", "a, b or c"."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
