@@ -33,6 +33,9 @@ CATEGORY_BY_PREFIX = {
     "CL": "CellType",
 }
 LINKING_SCOPES = ("EXACT", "RELATED")
+#: A synonym of this type (HPO's ``layperson``: "Small head" BROAD layperson for Microcephaly) is how
+#: patients name the term: kept whatever its scope, so questions in everyday words link.
+LAY_SYNONYM_TYPE = "layperson"
 
 _QUOTED = re.compile(r'^"((?:[^"\\]|\\.)*)"\s*(.*)$')
 _SYNONYM_SCOPE = re.compile(r"^(EXACT|RELATED|NARROW|BROAD)\b")
@@ -217,7 +220,9 @@ def _apply(term: OboTerm, tag: str, value: str) -> str | None:
             return "synonym is not a quoted string: ignored"
         text, rest = parsed
         m = _SYNONYM_SCOPE.match(rest)
-        term.synonyms.append((text, m.group(1) if m else "RELATED"))
+        scope = m.group(1) if m else "RELATED"
+        lay = m is not None and rest[m.end() :].split(" [", 1)[0].split() == [LAY_SYNONYM_TYPE]
+        term.synonyms.append((text, "LAYPERSON" if lay else scope))
     elif tag == "xref":
         term.xrefs.append(value.split(" ", 1)[0])
     elif tag == "alt_id":
@@ -279,7 +284,7 @@ def obo_items(
     replace: bool = False,
 ) -> Iterator[Entity | Relation | Complete | Problem | tuple[str, int]]:
     """Entities, relations, problems and ``("terms", 1)``-style counts for one OBO file: a term's
-    definition is its description, EXACT and RELATED synonyms its synonyms, xrefs and alt ids its xrefs
+    definition is its description, EXACT, RELATED and layperson synonyms its synonyms, xrefs and alt ids its xrefs
     (obsolete terms kept, flagged); ``is_a`` becomes ``IS_A``, a typed ``relationship:`` its UPPER_SNAKE
     type, ``replaced_by`` ``REPLACED_BY``.
 
@@ -321,7 +326,7 @@ def obo_items(
                 id=curie,
                 name=term.name or curie,
                 category=(categorize or {}).get(curie) or category or CATEGORY_BY_PREFIX.get(term_prefix, "Concept"),
-                synonyms=[text for text, scope in term.synonyms if scope in LINKING_SCOPES],
+                synonyms=[text for text, scope in term.synonyms if scope in (*LINKING_SCOPES, "LAYPERSON")],
                 description=term.definition,
                 xrefs=[x for x in xrefs if x != curie],
                 sources=[src],

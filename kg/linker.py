@@ -9,7 +9,7 @@ import re
 import string
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -20,6 +20,7 @@ from spacy.util import filter_spans
 
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
+from kg.lay_terms import LAY_TERMS
 from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
 from kg.unknown_names import UnknownName, UnknownNames
@@ -70,7 +71,7 @@ class Mention:
     end: int
     text: str
     ids: tuple[str, ...]
-    method: str  # lexicon | abbreviation | vector | ner
+    method: str  # lexicon | abbreviation | lay | vector | ner
     score: float = 1.0
     sentence: int = 0  # index of the sentence (within the linked text) holding the span
 
@@ -156,15 +157,37 @@ class Lexicon:
     def __len__(self) -> int:
         return len(self.names.keys() | self.synonyms.keys())
 
-    def matcher(self) -> PhraseMatcher:
+    def matcher(self, keys: Iterable[str] | None = None) -> PhraseMatcher:
+        """A matcher of ``keys`` (default: every term), each matched under its own key."""
         matcher = PhraseMatcher(self.nlp.vocab, attr="NORM")
-        for key in self.names.keys() | self.synonyms.keys():
+        for key in self.names.keys() | self.synonyms.keys() if keys is None else keys:
             words = key.split(" ")
             doc = Doc(self.nlp.vocab, words=words)
             for token in doc:
                 token.norm_ = token.text
             matcher.add(key, [doc])
         return matcher
+
+    def namesakes(
+        self, words: str, ids: Sequence[str], names: Callable[[Iterable[str]], Mapping[str, str]]
+    ) -> tuple[str, ...]:
+        """``ids`` (linked from ``words``), then one concept's other entries in other ontologies: the
+        entities ``words`` name or are a synonym of, and those named as any of these is ("high blood
+        pressure" names SYMP:0020064 and is HPO's lay synonym of HP:0000822 Hypertension, whose name the
+        Disease Ontology's DOID:10763 hypertension shares); ``max_ids`` at most. ``names(ids)``: display
+        names."""
+        found = list(ids)
+
+        def add(key: str | None, tables: Sequence[dict[str, list[str]]]) -> None:
+            for table in tables if key else ():
+                for i in table.get(key, ()):  # type: ignore[arg-type]
+                    if i not in found and len(found) < self.max_ids:
+                        found.append(i)
+
+        add(self.key(words), (self.names, self.synonyms))
+        for name in names(list(found)).values():
+            add(self.key(name), (self.names,))
+        return tuple(found)
 
 
 class EntityLinker:
@@ -266,17 +289,41 @@ class EntityLinker:
             self.lexicon.names.keys() | self.lexicon.synonyms.keys(), self.lexicon.ids_for, self.lexicon.defining_words
         )
 
+    @cached_property
+    def _lay(self) -> tuple[PhraseMatcher, dict[str, tuple[str, ...]]]:
+        """The everyday words of :mod:`kg.lay_terms` the lexicon lacks, each with the ids of its clinical
+        name (a word whose clinical name the graph does not hold is left out)."""
+        ids_of: dict[str, tuple[str, ...]] = {}
+        for words, clinical in LAY_TERMS.items():
+            key, target = self.lexicon.key(words), self.lexicon.key(clinical)
+            ids = self.lexicon.ids_for(target) if target else ()
+            if key and ids and not self.lexicon.ids_for(key):
+                ids_of[key] = ids
+        return self.lexicon.matcher(ids_of), ids_of
+
+    def _lay_mentions(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
+        """A question's everyday words (:mod:`kg.lay_terms`) where no name of the graph matched."""
+        matcher, ids_of = self._lay
+        covered = {c for m in mentions for c in range(m.start, m.end)}
+        strings = self.nlp.vocab.strings
+        return [
+            Mention(span.start_char, span.end_char, span.text, ids_of[strings[span.label]], "lay")
+            for span in filter_spans([Span(doc, s, e, label=m) for m, s, e in matcher(doc)])
+            if not covered & set(range(span.start_char, span.end_char))
+        ]
+
     def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self.link_docs([doc])[0]
+        mentions += self._lay_mentions(doc, mentions)
         if self.entity_index is None or not len(self.entity_index.index):
-            return mentions
+            return sorted(mentions, key=lambda m: (m.start, -m.end))
         covered = {t for m in mentions for t in range(m.start, m.end)}
         chunks = [c for c in _content_chunks(doc) if not covered & set(range(c.start_char, c.end_char))]
         whole = any(m.start <= doc[0].idx and m.end >= len(doc.text.rstrip()) for m in mentions) if len(doc) else True
         if len(doc) <= 8 and not whole:  # a short question may name one concept the lexicon lacks
             chunks.insert(0, doc[:])
         if not chunks:
-            return mentions
+            return sorted(mentions, key=lambda m: (m.start, -m.end))
         for chunk, hit in zip(chunks, self._nearest([c.text for c in chunks]), strict=True):
             if hit and hit[1] >= self.query_threshold:
                 mentions.append(

@@ -1,6 +1,9 @@
 """Knowledge-graph evidence for a question: the facts around its linked entities and the bounded
 paths between them, ranked against the question (semantic triple ranking, then a BM25 rerank) at a
-cost a 100 ms answer can afford.
+cost a 100 ms answer can afford. Facts of the relation types the question asks for
+(:mod:`kg.question_intent`) answer it: they come first, in order of clinical weight (on a path between
+the question's entities, then annotation frequency, then specificity), and an entity that has none
+lends them from its subtypes, stated as such.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex, embedding_text
 from kg.graph.base import BaseGraphStore
 from kg.model import HAS_MESH_TERM, HAS_PASSAGE, MENTIONS, RECORD_TYPES, SAME_AS, Entity, GraphPath, Relation
+from kg.question_intent import Asked
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id
 from kg.text_index import bm25_tokenize
 
@@ -98,13 +102,41 @@ def render_fact(rel: Relation, names: dict[str, str], with_evidence: bool = True
     return text + (_evidence_note(rel) if with_evidence else "")
 
 
+#: Relation types whose other end is a clinical feature, ordered by frequency and specificity.
+FEATURE_TYPES = frozenset({"HAS_PHENOTYPE", "HAS_SYMPTOM"})
+
+
+def _other_end(rel: Relation, seed: str) -> str:
+    return rel.subject if rel.object == seed else rel.object
+
+
+def _answers(rel: Relation, other: Entity, asked: Sequence[Asked], named: set[str]) -> bool:
+    """Whether ``rel`` (``other`` at its other end) is of a type the question asks for, with the category
+    asked of the other end. A NOT annotation answers only when the question names both ends ("does
+    metformin treat liver cancer?"); otherwise it is no answer to "what treats X?"."""
+    if rel.negated and other.id not in named:
+        return False
+    return any(rel.type == a.type and (a.other is None or other.category == a.other) for a in asked)
+
+
+def _frequencies(rel: Relation) -> list[str]:
+    values = rel.evidence.get("frequency") or []
+    return [values] if isinstance(values, str) else [str(v) for v in values]
+
+
+def _frequency_class(weight: float | None) -> int:
+    """HPO's frequency classes in order of weight: very frequent (80-99%, obligate), frequent (30-79%),
+    not stated, occasional (5-29%), very rare (1-4%), excluded."""
+    if weight is None:
+        return 2
+    return 0 if weight >= 0.8 else 1 if weight >= 0.3 else 3 if weight >= 0.05 else 4 if weight > 0 else 5
+
+
 def _frequency_shift(rel: Relation) -> float:
     """-0.5..+0.5: how much more often than not an annotated feature is seen (0 without a frequency),
     so "characteristic" features (very frequent) rank above occasional ones."""
-    values = rel.evidence.get("frequency")
-    if not values:
-        return 0.0
-    return frequency_weight([values] if isinstance(values, str) else [str(v) for v in values]) - 0.5
+    values = _frequencies(rel)
+    return frequency_weight(values) - 0.5 if values else 0.0
 
 
 @dataclass
@@ -115,6 +147,7 @@ class ScoredFact:
     bm25: float = 0.0
     score: float = 0.0  # fused rank score (higher is better)
     on_path: bool = False
+    answers: bool = False  # of a relation type the question asks for, about the seed (or its subtype)
 
     @property
     def id(self) -> str:
@@ -142,7 +175,9 @@ class GraphEvidence:
         types_ttl_s: float = 60.0,
         frequency_prior: float = 0.1,
         path_candidates: int = 500,
+        subtypes: int = 30,
     ) -> None:
+        self.subtypes = subtypes
         self.frequency_prior = frequency_prior
         self.path_candidates = path_candidates
         self.graph = graph
@@ -190,17 +225,23 @@ class GraphEvidence:
                 vectors[eid] = self._name_vectors[eid] = vec
         return vectors
 
-    def _gather(self, seeds: Sequence[str], qvec: np.ndarray) -> tuple[dict[str, ScoredFact], dict[str, Entity]]:
-        """The facts around ``seeds``, up to ``per_entity`` edges each. From a hub, the relation types the
-        question is closest to are fetched on their own too, so "What drugs treat epilepsy?" sees every
-        ``TREATS`` edge of epilepsy. ``SAME_AS`` hops are free: an equivalent's facts count as the seed's."""
+    def _gather(
+        self, seeds: Sequence[str], qvec: np.ndarray, asked: Sequence[Asked] = ()
+    ) -> tuple[dict[str, ScoredFact], dict[str, Entity]]:
+        """The facts around ``seeds``, up to ``per_entity`` edges each, and every edge of the types the
+        question asks for (``asked``). From a hub, the relation types the question is closest to are
+        fetched on their own too, so "What drugs treat epilepsy?" sees every ``TREATS`` edge of epilepsy.
+        ``SAME_AS`` hops are free: an equivalent's facts count as the seed's. A seed with no edge of an
+        asked type lends its subtypes' ("diabetes mellitus" has none, "type 2 diabetes mellitus" has)."""
         types = self.fact_types()
         if not types:
             return {}, {}
         facts: dict[str, ScoredFact] = {}
         entities: dict[str, Entity] = {}
+        asked_types = list(dict.fromkeys(a.type for a in asked if a.type in types))
         ranked_types = sorted(types, key=lambda t: -float(self._phrase_vector(t) @ qvec))
         queue = list(dict.fromkeys(seeds))
+        named = set(queue)
         expanded: set[str] = set()
         while queue:
             seed = queue.pop(0)
@@ -209,8 +250,8 @@ class GraphEvidence:
             expanded.add(seed)
             found = self.graph.neighbours(seed, rel_types=[*types, SAME_AS], limit=self.per_entity)
             if len(found) >= self.per_entity:  # a hub: make sure the types the question asks about are in
-                for t in ranked_types[: self.focused_types]:
-                    found += self.graph.neighbours(seed, rel_types=[t], limit=self.per_entity // 2)
+                focused = asked_types or ranked_types[: self.focused_types]
+                found += self.graph.neighbours(seed, rel_types=focused, limit=self.per_entity // 2)
             for n in found:
                 entities.setdefault(n.entity.id, n.entity)
                 rel = n.relation
@@ -218,9 +259,41 @@ class GraphEvidence:
                     if n.entity.id not in expanded and len(expanded) + len(queue) < 3 * len(seeds) + 3:
                         queue.append(n.entity.id)  # a free hop: its facts count as the seed's
                     continue
-                fact = ScoredFact(relation=rel, seed=seed)
+                fact = ScoredFact(relation=rel, seed=seed, answers=_answers(rel, n.entity, asked, named))
                 facts.setdefault(fact.id, fact)
+        if asked_types and not any(f.answers for f in facts.values()):
+            self._gather_subtypes(sorted(expanded), asked, asked_types, facts, entities, named)
         return facts, entities
+
+    def _gather_subtypes(
+        self,
+        seeds: Sequence[str],
+        asked: Sequence[Asked],
+        asked_types: list[str],
+        facts: dict[str, ScoredFact],
+        entities: dict[str, Entity],
+        named: set[str],
+    ) -> None:
+        """The asked-for edges of the seeds' direct subtypes, each with the ``IS_A`` fact that says whose
+        subtype it is (both answer: the answer names the subtype it speaks of)."""
+        for seed in seeds:
+            children = [
+                n
+                for n in self.graph.neighbours(seed, rel_types=["IS_A"], direction="in", limit=self.subtypes)
+                if n.relation.object == seed
+            ]
+            for child in children:
+                found = self.graph.neighbours(child.entity.id, rel_types=asked_types, limit=self.per_entity // 4)
+                answering = [n for n in found if _answers(n.relation, n.entity, asked, named)]
+                if not answering:
+                    continue
+                entities.setdefault(child.entity.id, child.entity)
+                link = ScoredFact(relation=child.relation, seed=seed, answers=True, on_path=True)
+                facts[link.id] = link  # gathered around the seed already, as a fact that only informs
+                for n in answering:
+                    entities.setdefault(n.entity.id, n.entity)
+                    fact = ScoredFact(relation=n.relation, seed=child.entity.id, answers=True)
+                    facts.setdefault(fact.id, fact)
 
     # ---- ranking ---------------------------------------------------------------------------
     def _tokens(self, texts: list[str]) -> list[list[str]]:
@@ -278,7 +351,38 @@ class GraphEvidence:
         head.sort(key=lambda f: (-f.score, -f.cosine, f.id))
         for f in tail:
             f.score = 1 / (60 + self.rerank_depth + 1)
-        return head + tail
+        ranked = head + tail
+        answering = [f for f in ranked if f.answers]
+        if not answering:
+            return ranked
+        return self._by_clinical_weight(answering) + [f for f in ranked if not f.answers]
+
+    def _by_clinical_weight(self, facts: list[ScoredFact]) -> list[ScoredFact]:
+        """Answering facts: those on a path between the question's entities first; then features by how
+        often they are seen (HPO's frequency classes: very frequent, frequent, unknown, occasional, very
+        rare; the mean over the curated records that state the feature, an Orphanet class and OMIM's n/m
+        alike), how many records state it, and how specific it is (the fewer edges a phenotype has, the
+        more it tells a disease apart); other facts in ranked order."""
+        by_feature: dict[str, list[ScoredFact]] = {}
+        for f in facts:
+            if f.relation.type in FEATURE_TYPES:
+                by_feature.setdefault(_other_end(f.relation, f.seed), []).append(f)
+        degrees = self.graph.degrees(by_feature) if by_feature else {}
+        weight: dict[str, tuple[int, int, int]] = {}
+        for feature, stated in by_feature.items():
+            known = [frequency_weight(_frequencies(f.relation)) for f in stated if _frequencies(f.relation)]
+            weight[feature] = (
+                _frequency_class(sum(known) / len(known) if known else None),
+                -len(stated),
+                degrees[feature],
+            )
+        order = {id(f): i for i, f in enumerate(facts)}
+
+        def key(f: ScoredFact) -> tuple[bool, tuple[int, int, int], int]:
+            feature = _other_end(f.relation, f.seed) if f.relation.type in FEATURE_TYPES else None
+            return (not f.on_path, weight.get(feature, (0, 0, 0)) if feature else (0, 0, 0), order[id(f)])
+
+        return sorted(facts, key=key)
 
     # ---- paths -------------------------------------------------------------------------------
     def paths(
@@ -307,12 +411,18 @@ class GraphEvidence:
         return found
 
     def retrieve(
-        self, question: str, qvec: np.ndarray, groups: Sequence[Sequence[str]], max_hops: int = 2
+        self,
+        question: str,
+        qvec: np.ndarray,
+        groups: Sequence[Sequence[str]],
+        max_hops: int = 2,
+        asked: Sequence[Asked] = (),
     ) -> GraphRetrieval:
+        """``asked``: the relation types the question asks for (:func:`kg.question_intent.asked_relations`)."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
         seeds = [s for g in groups for s in g]
-        gathered, entities = self._gather(seeds, qvec)
+        gathered, entities = self._gather(seeds, qvec, asked)
         timings["graph_facts"] = time.perf_counter() - t
         t = time.perf_counter()
         paths = self.paths(groups, max_hops) if max_hops > 0 and len(groups) > 1 else []
@@ -324,7 +434,8 @@ class GraphEvidence:
                 if rel.type in NON_FACT_TYPES:
                     continue
                 f = ScoredFact(relation=rel, seed=p.nodes[0], on_path=True)
-                gathered.pop(f.id, None)
+                found = gathered.pop(f.id, None)
+                f.answers = found.answers if found else any(rel.type == a.type for a in asked)
                 on_path.setdefault(f.id, f)
         missing = {n for p in paths for n in p.nodes} - entities.keys()
         seed_entities = self.graph.get_entities(missing | (set(seeds) - entities.keys()))
@@ -350,6 +461,7 @@ class GraphEvidence:
             "pmids": pmids,
             "seed": fact.seed,
             "on_path": fact.on_path,
+            "answers": fact.answers,
             "cosine": round(fact.cosine, 4),
         }
         return EvidenceItem(

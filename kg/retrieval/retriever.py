@@ -17,6 +17,7 @@ from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
 from kg.model import NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
+from kg.question_intent import asked_relations
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.text_index import SearchHit, TextIndex
@@ -29,7 +30,11 @@ __all__ = ["LinkedEntity", "Links", "Retrieval", "Retriever", "passage_evidence"
 _DIAGNOSIS_CUE = re.compile(
     r"\b(diagnos\w*|differential|(which|what)( \w+){0,4} (diseases?|disorders?|syndromes?|conditions?)"
     r"|could (this|it|these) be|likely cause|underlying cause|(causing|cause of|causes) (this|these|it|them|the)\b"
-    r"|presents? with|presenting with)\b",
+    r"|presents? with|presenting with)\b"
+    # a clinical vignette: who the patient is, then what they have ("Boy with ...", "A 3-year-old girl has ...")
+    r"|^\W*(an? )?((\d+|one|two|three|four|five|six|seven|eight|nine|ten)[- ](years?|months?|weeks?|days?)[- ]old )?"
+    r"(boy|girl|man|woman|male|female|child|infant|newborn|neonate|toddler|baby|adolescent|teenager|patient|kid)"
+    r"( \w+){0,3} (with|has|had|presents|showing)\b",
     re.IGNORECASE,
 )
 _OTHER_INTENT = re.compile(
@@ -52,7 +57,7 @@ class LinkedEntity:
     name: str
     category: str
     mention: str  # the words of the question it was linked from ("" for a session entity)
-    method: str  # lexicon | abbreviation | vector | ner | session
+    method: str  # lexicon | abbreviation | lay | vector | ner | session
     score: float
     negated: bool = False  # the question says the patient does not have it ("no hypotonia")
 
@@ -123,11 +128,15 @@ class Retriever:
         medkg knows nothing about (in no name of the graph, no passage, no everyday English)."""
         mentions, unknown = self.linker.read_question(query, known=self.text_index.holds_word, names=self._names)
         entities = self.graph.get_entities({i for m in mentions for i in m.ids})
+        # one concept under the same words in other ontologies joins the mention (HPO's lay synonym
+        # "high blood pressure" of Hypertension reaches the Disease Ontology's hypertension and its drugs)
+        equivalents = [self.linker.lexicon.namesakes(m.text, m.ids, self._names) for m in mentions]
+        entities.update(self.graph.get_entities({i for ids in equivalents for i in ids} - entities.keys()))
         linked: list[LinkedEntity] = []
         groups: list[tuple[str, ...]] = []
         negations = negated_mentions(query, [(m.start, m.end) for m in mentions])
-        for m, negated in zip(mentions, negations, strict=True):
-            ids = tuple(i for i in m.ids if i in entities and entities[i].category not in NOT_VOCABULARY)
+        for m, all_ids, negated in zip(mentions, equivalents, negations, strict=True):
+            ids = tuple(i for i in all_ids if i in entities and entities[i].category not in NOT_VOCABULARY)
             if not ids:
                 continue
             groups.append(ids)
@@ -184,7 +193,10 @@ class Retriever:
         # A phenotype list asking for a diagnosis goes to the differential ranking, whose matched
         # facts say more than paths between the phenotypes (which run through thousands of diseases).
         route_differential = self._wants_differential(query, linked)
-        graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=0 if route_differential else hops)
+        asked = () if route_differential else asked_relations(query)
+        graph = self.graph_evidence.retrieve(
+            query, qvec, groups, max_hops=0 if route_differential else hops, asked=asked
+        )
         timings.update(graph.timings)
 
         t = time.perf_counter()
@@ -198,7 +210,9 @@ class Retriever:
 
         t = time.perf_counter()
         facts = [
-            GraphEvidence.evidence(f, graph.entities) for f in graph.facts if f.on_path or f.cosine >= self.fact_floor
+            GraphEvidence.evidence(f, graph.entities)
+            for f in graph.facts
+            if f.on_path or f.answers or f.cosine >= self.fact_floor
         ]
         facts = facts[: 4 * max(k, 1)]
         passages = [passage_evidence(h) for h in hits]

@@ -1,6 +1,11 @@
 """The offline answer path: an extractive composer that states the best-supported knowledge-graph facts
 and quotes the best-supported literature sentences, every sentence cited, writing nothing of its own
 beyond joining facts; it abstains when nothing in the evidence reaches the support floor.
+
+What answers comes first: the facts of the relation types the question asks for, then the literature's
+sentences, then facts that only inform (never alone when the question asks for a relation: "which genes"
+is not answered by a subtype); a co-mention in the literature is stated only when nothing else is, and
+never answers a what/which/how question on its own.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from dataclasses import dataclass, field
 import bm25s
 import Stemmer
 
+from kg.model import CO_MENTIONED
+from kg.question_intent import asked_relations, asks_what
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.facts import negate_phrase, relation_phrase
 from service.qa.answer import Answer
@@ -70,10 +77,12 @@ class ExtractiveComposer:
         )
 
     # ---- knowledge-graph facts ----------------------------------------------------------------
-    def fact_sentences(self, facts: list[EvidenceItem]) -> list[str]:
+    def fact_sentences(self, facts: list[EvidenceItem], max_groups: int | None = None) -> list[str]:
         """One sentence per (anchor, relation, direction), anchors by name, so the OMIM and Orphanet
         records of one disease read as one ("Marfan syndrome has phenotype Scoliosis [KG:OMIM..;
-        KG:ORPHA..] ..."); the other ends keep the order of the bundle."""
+        KG:ORPHA..] ..."); the other ends keep the order of the bundle. ``max_groups`` sentences at most
+        (default: the composer's)."""
+        limit = self.max_groups if max_groups is None else max_groups
         groups: dict[tuple[str, str, bool, bool], _Group] = {}
         for f in facts:
             m = f.meta
@@ -82,7 +91,7 @@ class ExtractiveComposer:
             other = (m["subject_name"] if inverse else m["object_name"]) or (m["subject"] if inverse else m["object"])
             key = (anchor.casefold(), m["type"], inverse, m["negated"])
             if key not in groups:
-                if len(groups) >= self.max_groups:
+                if len(groups) >= limit:
                     continue
                 phrase = relation_phrase(m["type"], inverse=inverse)
                 groups[key] = _Group(anchor, negate_phrase(phrase) if m["negated"] else phrase)
@@ -154,16 +163,23 @@ class ExtractiveComposer:
 
     def compose(self, question: str, bundle: EvidenceBundle) -> Answer:
         ddx = [f for f in bundle.of_kind("kg") if "ddx_rank" in f.meta]
-        facts = [
-            f
-            for f in bundle.of_kind("kg")
-            if "ddx_rank" not in f.meta and (f.meta.get("on_path") or f.score >= self.fact_floor)
+        facts = [f for f in bundle.of_kind("kg") if "ddx_rank" not in f.meta]
+        answering = [f for f in facts if f.meta.get("answers")]
+        supported = [
+            f for f in facts if not f.meta.get("answers") and (f.meta.get("on_path") or f.score >= self.fact_floor)
         ]
+        informing = [f for f in supported if f.meta["type"] != CO_MENTIONED]
+        co_mentions = [f for f in supported if f.meta["type"] == CO_MENTIONED]
         quoted = self._literature_sentences(question, bundle.of_kind("passage"))
         lead = self._differential_sentence(ddx)
         sentences = ([lead] if lead else []) + self._image_sentences(bundle.of_kind("image"))
-        sentences += self.fact_sentences(facts)
+        answers = self.fact_sentences(answering)
+        sentences += answers
         sentences += [f"{_unbracketed(s).rstrip()} [{p.id}]" for s, p in quoted]
+        if sentences or not asked_relations(question):  # facts of another relation do not answer on their own
+            sentences += self.fact_sentences(informing, max_groups=max(0, self.max_groups - len(answers)))
+        if not sentences and co_mentions and not asks_what(question):
+            sentences = self.fact_sentences(co_mentions)  # "is X mentioned with Y?": the co-mention answers
         if not sentences:
             best = max((i.score for i in bundle), default=0.0)
             return Answer(

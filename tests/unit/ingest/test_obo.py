@@ -15,6 +15,8 @@ def: "A disease with a \\"quoted\\" word." [url:x]
 synonym: "illness" EXACT []
 synonym: "malady" RELATED []
 synonym: "condition" BROAD []
+synonym: "being poorly" BROAD layperson [https://orcid.org/0000-0001-5208-3432]
+synonym: "sickness" NARROW layperson_like []
 xref: MIM:154700
 xref: UMLS_CUI:C0012634 {source="x"}
 
@@ -54,7 +56,8 @@ def test_terms_synonyms_by_scope_xrefs(tmp_path: Path) -> None:
     assert set(entities) == {"DOID:1", "DOID:2", "DOID:3", "DOID:4"}
     d1 = entities["DOID:1"]
     assert d1.description == 'A disease with a "quoted" word.'
-    assert d1.synonyms == ["illness", "malady"]  # EXACT and RELATED; BROAD is not a name of the term
+    # EXACT, RELATED and the words of lay people (any scope); otherwise BROAD and NARROW are no names of it
+    assert d1.synonyms == ["illness", "malady", "being poorly"]
     assert d1.xrefs == ["OMIM:154700", "UMLS:C0012634"]
     assert d1.category == "Disease" and d1.sources == ["doid:2024-01-01"]
     assert entities["DOID:2"].name == "child" and entities["DOID:2"].xrefs == ["DOID:20"]
@@ -70,7 +73,7 @@ def test_relations_and_problems_with_line_numbers(tmp_path: Path) -> None:
         ("DOID:4", "REPLACED_BY", "DOID:2"),
     }
     problems = [p for p in found if isinstance(p, Problem)]
-    assert [(p.line, p.message.split(":")[0]) for p in problems] == [(20, "malformed line (expected 'tag")]
+    assert [(p.line, p.message.split(":")[0]) for p in problems] == [(22, "malformed line (expected 'tag")]
     assert "this line is broken" in problems[0].message
     # Tags may come in any order: the stanza whose id comes after its name still loads.
     assert any(isinstance(e, Entity) and e.id == "DOID:3" and e.name == "no id here" for e in found)

@@ -1,0 +1,49 @@
+"""Everyday words for clinical terms that the ontologies do not carry, read in questions only.
+
+HPO's own ``layperson`` synonyms ("High blood pressure", "Small head", "Heart attack": some 8,000, kept
+at ingest whatever their scope) are the main lay vocabulary. This table adds the consumer words that
+neither HPO nor the Disease Ontology has (the Consumer Health Vocabulary is not in any package registry:
+it ships inside the UMLS, under licence). Each maps to a clinical name of the graph, resolved through the
+linker's lexicon, so a word of this table links to whatever the graph calls that concept. Questions only:
+in the literature "fits" fits a model and "consumption" is eaten.
+"""
+
+from __future__ import annotations
+
+#: everyday words -> a name or synonym of the concept in the graph (HPO, Disease Ontology)
+LAY_TERMS: dict[str, str] = {
+    "fits": "seizure",
+    "convulsions": "seizure",
+    "sugar diabetes": "diabetes mellitus",
+    "high sugar": "hyperglycemia",
+    "brittle bones": "osteoporosis",
+    "thinning bones": "osteoporosis",
+    "short of breath": "dyspnea",
+    "yellow eyes": "jaundice",
+    "pins and needles": "paresthesia",
+    "bedwetting": "enuresis",
+    "bed wetting": "enuresis",
+    "nosebleeds": "epistaxis",
+    "floppy baby": "hypotonia",
+    "hard of hearing": "hearing impairment",
+    "short for age": "short stature",
+    "slow growth": "growth delay",
+    "tummy ache": "abdominal pain",
+    "stomach ache": "abdominal pain",
+    "belly pain": "abdominal pain",
+    "the runs": "diarrhea",
+    "hole in the heart": "ventricular septal defect",
+    "blue baby": "cyanosis",
+    "swollen ankles": "edema",
+    "mad cow disease": "Creutzfeldt-Jakob disease",
+    "lou gehrig disease": "amyotrophic lateral sclerosis",
+    "wear and tear arthritis": "osteoarthritis",
+    "womb cancer": "endometrial cancer",
+    "bowel cancer": "colorectal cancer",
+    "black stool": "melena",
+    "spinning sensation": "vertigo",
+    "sleeplessness": "insomnia",
+    "weak muscles": "muscle weakness",
+    "big calves": "calf muscle pseudohypertrophy",
+    "crossed eye": "strabismus",
+}

@@ -1,0 +1,58 @@
+"""What a question asks for, read as the graph's relation types: "what medicine helps X" asks for the
+``TREATS`` and ``PALLIATES`` edges of X, "features of X" for its ``HAS_PHENOTYPE`` edges, "is X inherited"
+for ``HAS_INHERITANCE``, "which gene" for ``ASSOCIATED_WITH`` a gene, "mentioned together with" for
+``CO_MENTIONED``. Facts of an asked type answer the
+question; the others only inform it. Also whether a question asks what/which/how (a co-mention in the
+literature never answers that on its own).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = ["Asked", "asked_relations", "asks_what"]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A relation type a question asks for, and the category the other end must have (None: any)."""
+
+    type: str
+    other: str | None = None
+
+
+_INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
+    (asked, re.compile(pattern, re.IGNORECASE))
+    for asked, pattern in (
+        (
+            (Asked("TREATS"), Asked("PALLIATES")),
+            r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|meds|pills?|tablets?|remed(y|ies)|cur(e|es|ed)"
+            r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|used (for|in|to treat)|indicat(ed|ions?))\b",
+        ),
+        (
+            (Asked("HAS_PHENOTYPE"), Asked("HAS_SYMPTOM")),
+            r"\b(features?|symptoms?|signs?|phenotypes?|manifestations?|presentation|characteristics?"
+            r"|clinical (picture|findings?)|findings?|what does .{1,40} look like)\b",
+        ),
+        (
+            (Asked("HAS_INHERITANCE"),),
+            r"\b(inherit\w*|hereditary|heritable|passed (down|on)|runs? in (the )?famil\w*|mode of transmission)\b",
+        ),
+        ((Asked("ASSOCIATED_WITH", "Gene"),), r"\b(genes?|genetic (cause|basis)|mutat\w*|variants? in)\b"),
+        ((Asked("IS_A"),), r"\b(types? of|kinds? of|subtypes?|forms? of|classif\w*)\b"),
+        ((Asked("CO_MENTIONED"),), r"\b(co-?mention\w*|mentioned (together )?(with|alongside)|mentioned together)\b"),
+    )
+)
+_WHAT = re.compile(r"\b(what|which|how|list|name)\b", re.IGNORECASE)
+
+
+def asked_relations(question: str) -> tuple[Asked, ...]:
+    """The relation types ``question`` asks for (none: it asks for nothing the graph states as an edge,
+    "what dietary factors increase the risk of X", and the literature answers it)."""
+    return tuple(a for asked, pattern in _INTENTS if pattern.search(question) for a in asked)
+
+
+def asks_what(question: str) -> bool:
+    """Whether ``question`` asks what, which or how (not a yes/no question)."""
+    return _WHAT.search(question) is not None

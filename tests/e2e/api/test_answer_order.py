@@ -1,0 +1,129 @@
+"""Answers a clinician can trust, over HTTP on both backends: everyday words reach the concept's facts,
+the facts of the relation the question asks for come first (features by frequency), a concept without
+such facts lends its subtypes' (named as such), a co-mention never answers a what-question on its own,
+and a vignette written as a clinician writes it goes to the differential."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from kg.graph.base import BaseGraphStore
+from kg.model import Entity, Relation
+from kg.settings import load_settings
+from service.api.app import create_app
+from service.container import Container
+from tests.conftest import open_ladybug
+from tests.support.qa_store import build_qa_store
+
+ENTITIES = [
+    Entity(id="HP:0000822", name="Hypertension", category="Phenotype", synonyms=["High blood pressure"]),
+    Entity(id="SYMP:0020064", name="high blood pressure", category="Symptom"),
+    Entity(id="DOID:10763", name="hypertension", category="Disease"),
+    Entity(id="DRUGBANK:DB00999", name="Hydrochlorothiazide", category="Drug"),
+    Entity(id="DOID:9351", name="diabetes mellitus", category="Disease"),
+    Entity(id="DOID:9352", name="type 2 diabetes mellitus", category="Disease"),
+    Entity(id="DRUGBANK:DB00331", name="Metformin", category="Drug"),
+    Entity(id="NCBIGene:54790", name="TET2", category="Gene"),
+    # HPO's lay synonym of Microcephaly (BROAD layperson, kept at ingest)
+    Entity(id="HP:0000252", name="Microcephaly", category="Phenotype", synonyms=["Small head"]),
+]
+RELATIONS = [
+    Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
+    Relation(subject="DOID:10763", type="HAS_SYMPTOM", object="SYMP:0020064", source="doid"),
+    Relation(subject="DOID:9352", type="IS_A", object="DOID:9351", source="doid"),
+    Relation(subject="DRUGBANK:DB00331", type="TREATS", object="DOID:9352", source="pharmacotherapydb"),
+    Relation(
+        subject="NCBIGene:54790",
+        type="CO_MENTIONED",
+        object="DOID:9351",
+        source="pubmed",
+        evidence={"sentences": ["PMID:30022161#s5"], "count": 1},
+    ),
+]
+
+
+@pytest.fixture(scope="module", params=["ladybug", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    tmp: Path = tmp_path_factory.mktemp(f"order-{request.param}")
+    store: BaseGraphStore
+    if request.param == "ladybug":
+        store = open_ladybug(tmp)
+    else:
+        store = request.getfixturevalue("_neo4j_store")
+        store.clear()
+    settings = load_settings(data_dir=tmp, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
+    container = Container(settings, graph=store)
+    store.upsert_entities(ENTITIES)
+    store.upsert_relations(RELATIONS)
+    build_qa_store(container)  # builds the linker: after every entity is in
+    with TestClient(create_app(container=container)) as c:
+        yield c
+    container.close()
+    if request.param == "ladybug":
+        store.close()
+    else:
+        store.clear()
+
+
+def _qa(client: TestClient, question: str) -> dict:
+    r = client.post("/v1/qa", json={"question": question})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _cited(out: dict) -> list[str]:
+    return [c["id"] for c in out["citations"]]
+
+
+def test_everyday_words_reach_the_same_concept_in_another_ontology(client: TestClient) -> None:
+    """ "high blood pressure" names a symptom and is HPO's lay synonym of Hypertension, whose name the
+    Disease Ontology's hypertension shares: that disease's drugs answer."""
+    out = _qa(client, "what medicine helps high blood pressure")
+    linked = {e["id"] for e in out["linked_entities"]}
+    assert {"SYMP:0020064", "HP:0000822", "DOID:10763"} <= linked
+    assert not out["insufficient_evidence"]
+    assert _cited(out)[0] == "KG:DRUGBANK:DB00999-TREATS-DOID:10763"
+    assert out["answer"].startswith("Hypertension is treated by Hydrochlorothiazide")
+
+
+def test_a_concept_without_drugs_lends_its_subtypes_and_says_so(client: TestClient) -> None:
+    out = _qa(client, "pills for sugar diabetes")
+    assert any(e["id"] == "DOID:9351" and e["method"] == "lay" for e in out["linked_entities"])
+    assert _cited(out)[:2] == ["KG:DOID:9352-IS_A-DOID:9351", "KG:DRUGBANK:DB00331-TREATS-DOID:9352"]
+    assert "Diabetes mellitus has the subtype type 2 diabetes mellitus" in out["answer"]
+    assert "Type 2 diabetes mellitus is treated by Metformin" in out["answer"]
+
+
+def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) -> None:
+    out = _qa(client, "Which genes are associated with diabetes mellitus?")
+    assert not any("CO_MENTIONED" in c for c in _cited(out)), out["answer"]
+    assert out["insufficient_evidence"], out["answer"]
+    # asked whether they are mentioned together, the co-mention is the answer
+    asked = _qa(client, "Is TET2 mentioned together with diabetes mellitus?")
+    assert _cited(asked)[0] == "KG:NCBIGene:54790-CO_MENTIONED-DOID:9351"
+    assert asked["answer"].startswith("TET2 is mentioned in the literature together with diabetes mellitus")
+
+
+def test_features_come_by_frequency_then_specificity(client: TestClient) -> None:
+    """Marfan syndrome's HPO annotations: arachnodactyly and aortic root aneurysm very frequent,
+    ectopia lentis frequent, myopia without a frequency."""
+    answer = _qa(client, "What are the features of Marfan syndrome?")["answer"]
+    positions = {n: answer.find(n) for n in ("Arachnodactyly", "Aortic root aneurysm", "Ectopia lentis", "Myopia")}
+    assert all(p >= 0 for p in positions.values()), answer
+    assert max(positions["Arachnodactyly"], positions["Aortic root aneurysm"]) < positions["Ectopia lentis"]
+    assert positions["Ectopia lentis"] < positions["Myopia"]
+    sentence = re.split(r"(?<=\])\. ", answer)[0]
+    assert sentence.startswith("Marfan syndrome has phenotype")
+
+
+def test_a_vignette_in_everyday_words_goes_to_the_differential(client: TestClient) -> None:
+    out = _qa(client, "my kid has fits and a small head, what could it be")
+    methods = {e["id"]: e["method"] for e in out["linked_entities"]}
+    assert methods["HP:0001250"] == "lay" and methods["HP:0000252"] == "lexicon"
+    assert out["differential"][0]["disease"] == "OMIM:100001"
+    assert out["answer"].startswith("Diseases ranked by similarity")

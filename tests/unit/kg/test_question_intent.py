@@ -1,0 +1,45 @@
+"""Which relation types a question asks for, and whether it asks what/which/how."""
+
+import pytest
+
+from kg.question_intent import Asked, asked_relations, asks_what
+
+
+@pytest.mark.parametrize(
+    ("question", "types"),
+    [
+        ("what medicine helps high blood pressure", {"TREATS", "PALLIATES"}),
+        ("pills for sugar diabetes", {"TREATS", "PALLIATES"}),
+        ("Is metformin used for type 2 diabetes?", {"TREATS", "PALLIATES"}),
+        ("What is the first-line therapy of absence epilepsy?", {"TREATS", "PALLIATES"}),
+        ("features of Marfan syndrome", {"HAS_PHENOTYPE", "HAS_SYMPTOM"}),
+        ("What are the signs of Noonan syndrome?", {"HAS_PHENOTYPE", "HAS_SYMPTOM"}),
+        ("Is Marfan syndrome inherited?", {"HAS_INHERITANCE"}),
+        ("Does cystic fibrosis run in families?", {"HAS_INHERITANCE"}),
+        ("Which gene is mutated in Marfan syndrome?", {"ASSOCIATED_WITH"}),
+        ("What are the subtypes of diabetes mellitus?", {"IS_A"}),
+        ("What dietary factors increase the risk of nasopharyngeal carcinoma?", set()),
+        ("What is the capital of France?", set()),
+        ("Is TET2 mentioned together with diabetes mellitus?", {"CO_MENTIONED"}),
+    ],
+)
+def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:
+    assert {a.type for a in asked_relations(question)} == types
+
+
+def test_a_gene_question_asks_for_genes_at_the_other_end() -> None:
+    assert asked_relations("Which genes cause Rett syndrome?") == (Asked("ASSOCIATED_WITH", "Gene"),)
+
+
+@pytest.mark.parametrize(
+    ("question", "what"),
+    [
+        ("Which drugs treat epilepsy?", True),
+        ("How is Marfan syndrome inherited?", True),
+        ("List the features of Marfan syndrome", True),
+        ("Is metformin mentioned together with TET2?", False),
+        ("Does valproate treat epilepsy?", False),
+    ],
+)
+def test_what_which_how_questions(question: str, what: bool) -> None:
+    assert asks_what(question) is what
