@@ -7,7 +7,7 @@ question did not name (nor the answer introduce as a subtype of one it named, no
 Offline mode runs the extractive composer. The LLM mode runs the LLM answer path against an
 OpenAI-compatible server: ``--llm-base-url`` for a real one, or ``--llm test`` for the local test server
 of the test suite (tests/support/llm_server.py) answering as a reader who trusts the evidence's order:
-it states the first item, cited, and abstains when it is given none. That measures what medkg hands an
+it states the first three items, cited, and abstains when it is given none. That measures what medkg hands an
 LLM and how it guards the reply (the unknown-name stop, the citation check), not an LLM's judgement.
 
     python -m eval.trust --data-dir data [--mode offline|llm] [--llm test | --llm-base-url URL] [--out F]
@@ -45,16 +45,22 @@ def load_set(path: Path = DEFAULT_SET) -> list[dict[str, Any]]:
     return items
 
 
-def off_target(response: QAResponse) -> list[str]:
-    """The cited graph facts about no entity the question named: neither end is a linked entity, a
-    subtype the answer introduced by citing its ``IS_A`` link to one, or a disease of the differential."""
+def off_target(response: QAResponse, equivalents: Callable[[set[str]], set[str]] = lambda ids: set()) -> list[str]:
+    """The cited graph facts about no entity the question named: neither end is a linked entity, one of
+    its ``SAME_AS`` equivalents (``equivalents(ids)``), a subtype the answer introduced by citing its
+    ``IS_A`` link to one, or a disease of the differential, and the fact is on no path drawn between
+    the question's entities."""
     named = {e.id for e in response.linked_entities} | {d.disease for d in response.differential}
+    named |= equivalents(named)
+    on_paths = {step.citation for p in response.kg_paths for step in p.steps if step.citation}
     facts = [(c.id, m.groups()) for c in response.citations if c.kind == "kg" and (m := _FACT.match(c.id))]
     named |= {s for _, (s, t, o) in facts if t == "IS_A" and o in named}
-    return [cid for cid, (s, _, o) in facts if s not in named and o not in named]
+    return [cid for cid, (s, _, o) in facts if s not in named and o not in named and cid not in on_paths]
 
 
-def judge(item: dict[str, Any], response: QAResponse) -> dict[str, Any]:
+def judge(
+    item: dict[str, Any], response: QAResponse, equivalents: Callable[[set[str]], set[str]] = lambda ids: set()
+) -> dict[str, Any]:
     expect = item["expect"]
     answered = not response.insufficient_evidence
     cited = [c.id for c in response.citations]
@@ -73,7 +79,7 @@ def judge(item: dict[str, Any], response: QAResponse) -> dict[str, Any]:
         "answered": answered,
         "should_answer": expect["answer"],
         "hit": hit,
-        "off_target": off_target(response),
+        "off_target": off_target(response, equivalents),
         "ms": response.timings_ms.get("total", 0.0),
         "cited": cited[:5],
     }
@@ -130,12 +136,15 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def score(
-    ask: Callable[[str], QAResponse], items: list[dict[str, Any]], progress: bool = False
+    ask: Callable[[str], QAResponse],
+    items: list[dict[str, Any]],
+    progress: bool = False,
+    equivalents: Callable[[set[str]], set[str]] = lambda ids: set(),
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     results = []
     started = time.perf_counter()
     for i, item in enumerate(items, 1):
-        results.append(judge(item, ask(item["question"])))
+        results.append(judge(item, ask(item["question"]), equivalents))
         if progress and (i % 20 == 0 or i == len(items)):
             eta = (time.perf_counter() - started) / i * (len(items) - i)
             print(f"  {i}/{len(items)} questions, ETA {eta:.0f} s", flush=True)
@@ -149,25 +158,28 @@ def score_store(
     question to warm it (models, caches, the phenotype index)."""
     options = QAOptions(mode=mode)  # type: ignore[arg-type]
     container.qa.ask(items[0]["question"], options=options)
-    return score(lambda q: container.qa.ask(q, options=options), items, progress=progress)
+    graph = container.graph
+
+    def equivalents(ids: set[str]) -> set[str]:
+        return {n.entity.id for i in ids for n in graph.neighbours(i, rel_types=["SAME_AS"], limit=50)}
+
+    return score(lambda q: container.qa.ask(q, options=options), items, progress, equivalents)
+
+
+READER_ITEMS = 3
 
 
 def reader_reply(body: dict[str, Any]) -> dict[str, Any]:
-    """The local test server's answer: the first evidence item of the prompt, stated and cited; an
-    abstention when the prompt gives none."""
+    """The local test server's answer: the first ``READER_ITEMS`` evidence items of the prompt, each
+    stated and cited; an abstention when the prompt gives none."""
     prompt = body["messages"][-1]["content"]
     evidence = prompt.split("Evidence:\n", 1)[-1]
-    first = re.match(r"\[([^\]]+)\] (.+)", evidence)
-    if first is None:
+    items = re.findall(r"^\[([^\]]+)\] (.+)$", evidence, re.M)[:READER_ITEMS]
+    if not items:
         answer = {"answer": "The evidence given does not answer this.", "citations": []}
         return {**answer, "confidence": 0.0, "insufficient_evidence": True}
-    text = first[2].split(" — ", 1)[-1].rstrip(".")
-    return {
-        "answer": f"{text} [{first[1]}].",
-        "citations": [first[1]],
-        "confidence": 0.5,
-        "insufficient_evidence": False,
-    }
+    text = " ".join(f"{t.split(' — ', 1)[-1].rstrip('.')} [{i}]." for i, t in items)
+    return {"answer": text, "citations": [i for i, _ in items], "confidence": 0.5, "insufficient_evidence": False}
 
 
 @contextmanager

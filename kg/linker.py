@@ -301,24 +301,31 @@ class EntityLinker:
                 ids_of[key] = ids
         return self.lexicon.matcher(ids_of), ids_of
 
-    def _lay_mentions(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
-        """A question's everyday words (:mod:`kg.lay_terms`) where no name of the graph matched."""
+    def _with_lay_words(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
+        """``mentions`` and a question's everyday words (:mod:`kg.lay_terms`): a lay phrase wins over
+        the shorter names inside it ("wear and tear arthritis" is osteoarthritis, not arthritis) and
+        yields to a name it overlaps otherwise."""
         matcher, ids_of = self._lay
-        covered = {c for m in mentions for c in range(m.start, m.end)}
         strings = self.nlp.vocab.strings
-        return [
-            Mention(span.start_char, span.end_char, span.text, ids_of[strings[span.label]], "lay")
-            for span in filter_spans([Span(doc, s, e, label=m) for m, s, e in matcher(doc)])
-            if not covered & set(range(span.start_char, span.end_char))
-        ]
+        for span in filter_spans([Span(doc, s, e, label=m) for m, s, e in matcher(doc)]):
+            start, end = span.start_char, span.end_char
+            inside = [m for m in mentions if start <= m.start and m.end <= end]
+            if any(m.end > start and m.start < end for m in mentions if m not in inside):
+                continue
+            mentions = [m for m in mentions if m not in inside]
+            mentions.append(Mention(start, end, span.text, ids_of[strings[span.label]], "lay"))
+        return mentions
 
     def _link_query(self, doc: Doc) -> list[Mention]:
-        mentions = self.link_docs([doc])[0]
-        mentions += self._lay_mentions(doc, mentions)
+        mentions = self._with_lay_words(doc, self.link_docs([doc])[0])
         if self.entity_index is None or not len(self.entity_index.index):
             return sorted(mentions, key=lambda m: (m.start, -m.end))
         covered = {t for m in mentions for t in range(m.start, m.end)}
-        chunks = [c for c in _content_chunks(doc) if not covered & set(range(c.start_char, c.end_char))]
+        chunks = [  # a lone word that is never a term on its own ("phenotypes", "disease") is no concept
+            c
+            for c in _content_chunks(doc)
+            if not covered & set(range(c.start_char, c.end_char)) and (len(c) > 1 or self.lexicon.key(c.text))
+        ]
         whole = any(m.start <= doc[0].idx and m.end >= len(doc.text.rstrip()) for m in mentions) if len(doc) else True
         if len(doc) <= 8 and not whole:  # a short question may name one concept the lexicon lacks
             chunks.insert(0, doc[:])

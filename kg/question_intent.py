@@ -28,7 +28,8 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
         (
             (Asked("TREATS"), Asked("PALLIATES")),
             r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|meds|pills?|tablets?|remed(y|ies)|cur(e|es|ed)"
-            r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|used (for|in|to treat)|indicat(ed|ions?))\b",
+            r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|used (for|in|to treat)|indicat(ed|ions?)"
+            r"|(can|should|do|could) (i|you|we|he|she|they|my \w+) take)\b",
         ),
         (
             (Asked("HAS_PHENOTYPE"), Asked("HAS_SYMPTOM")),

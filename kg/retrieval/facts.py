@@ -231,7 +231,7 @@ class GraphEvidence:
         """The facts around ``seeds``, up to ``per_entity`` edges each, and every edge of the types the
         question asks for (``asked``). From a hub, the relation types the question is closest to are
         fetched on their own too, so "What drugs treat epilepsy?" sees every ``TREATS`` edge of epilepsy.
-        ``SAME_AS`` hops are free: an equivalent's facts count as the seed's. A seed with no edge of an
+        A ``SAME_AS`` hop from a seed is free: an equivalent's facts count as the seed's. A seed with no edge of an
         asked type lends its subtypes' ("diabetes mellitus" has none, "type 2 diabetes mellitus" has)."""
         types = self.fact_types()
         if not types:
@@ -256,8 +256,15 @@ class GraphEvidence:
                 entities.setdefault(n.entity.id, n.entity)
                 rel = n.relation
                 if rel.type == SAME_AS:
-                    if n.entity.id not in expanded and len(expanded) + len(queue) < 3 * len(seeds) + 3:
-                        queue.append(n.entity.id)  # a free hop: its facts count as the seed's
+                    # a free hop, one from a named entity: its equivalent's facts count as its own (not
+                    # the equivalents of that equivalent: a Disease Ontology class xrefs every OMIM entry
+                    # of a phenotypic series, and two hops would make them all one disease)
+                    if (
+                        seed in named
+                        and n.entity.id not in expanded
+                        and len(expanded) + len(queue) < 3 * len(seeds) + 3
+                    ):
+                        queue.append(n.entity.id)
                     continue
                 fact = ScoredFact(relation=rel, seed=seed, answers=_answers(rel, n.entity, asked, named))
                 facts.setdefault(fact.id, fact)
@@ -421,7 +428,7 @@ class GraphEvidence:
         """``asked``: the relation types the question asks for (:func:`kg.question_intent.asked_relations`)."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
-        seeds = [s for g in groups for s in g]
+        seeds = list(dict.fromkeys(s for g in groups for s in g))
         gathered, entities = self._gather(seeds, qvec, asked)
         timings["graph_facts"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -435,7 +442,10 @@ class GraphEvidence:
                     continue
                 f = ScoredFact(relation=rel, seed=p.nodes[0], on_path=True)
                 found = gathered.pop(f.id, None)
-                f.answers = found.answers if found else any(rel.type == a.type for a in asked)
+                # an edge of the asked type answers when it touches an entity the question names, not
+                # when it runs between two others in the middle of a path
+                touches = rel.subject in seeds or rel.object in seeds
+                f.answers = found.answers if found else touches and any(rel.type == a.type for a in asked)
                 on_path.setdefault(f.id, f)
         missing = {n for p in paths for n in p.nodes} - entities.keys()
         seed_entities = self.graph.get_entities(missing | (set(seeds) - entities.keys()))

@@ -19,7 +19,7 @@ from kg.model import NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import asked_relations
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
-from kg.retrieval.facts import GraphEvidence
+from kg.retrieval.facts import GraphEvidence, GraphRetrieval
 from kg.text_index import SearchHit, TextIndex
 from kg.unknown_names import UnknownName
 
@@ -191,13 +191,17 @@ class Retriever:
         timings["embed"] = time.perf_counter() - t
 
         # A phenotype list asking for a diagnosis goes to the differential ranking, whose matched
-        # facts say more than paths between the phenotypes (which run through thousands of diseases).
+        # facts say more than paths between the phenotypes (which run through thousands of diseases) or
+        # the facts around each phenotype (its diseases, one by one).
         route_differential = self._wants_differential(query, linked)
-        asked = () if route_differential else asked_relations(query)
-        graph = self.graph_evidence.retrieve(
-            query, qvec, groups, max_hops=0 if route_differential else hops, asked=asked
-        )
-        timings.update(graph.timings)
+        if route_differential:  # the ranked diseases and their matched facts are the graph's answer
+            t = time.perf_counter()
+            seeds = {i for g in groups for i in g}
+            graph = GraphRetrieval(facts=[], paths=[], entities=self.graph.get_entities(seeds))
+            timings["graph_facts"] = time.perf_counter() - t
+        else:
+            graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked_relations(query))
+            timings.update(graph.timings)
 
         t = time.perf_counter()
         hits = self.text_index.search(query, k=k, floor=self.search_floor, vector=qvec, exclude_retracted=True)
@@ -225,6 +229,8 @@ class Retriever:
         e, a = len(extra), len(extra) + len(ddx_items)
         b = a + len(facts)
         lists, rounds = [sized[a:b], sized[b:]], [self.facts_per_passage, 1]
+        if not any(f.meta["answers"] or f.meta["on_path"] for f in facts):  # the literature answers first
+            lists, rounds = lists[::-1], rounds[::-1]
         if ddx_items:
             lists, rounds = [sized[e:a], *lists], [len(ddx_items), *rounds]
         if extra:

@@ -332,13 +332,14 @@ class QAEngine:
         mode = self._mode(options.mode)
         retrieval, conversation, timings = self._prepare(question, session_id, options, image, image_id)
         t = time.perf_counter()
-        if _stopped(retrieval):  # in either mode: no evidence, and an LLM must not guess
+        offline = None if _stopped(retrieval) else self.composer.compose(retrieval.query, retrieval.bundle)
+        if offline is None:  # in either mode: no evidence, and an LLM must not guess
             answer = unknown_answer(retrieval.unknown)
-        elif mode == "llm":
+        elif mode == "llm" and not offline.insufficient_evidence:
             assert self.llm is not None
             answer = self.llm.answer(question, retrieval.bundle, conversation, [u.text for u in retrieval.unknown])
-        else:
-            answer = self.composer.compose(retrieval.query, retrieval.bundle)
+        else:  # offline, or nothing reaches the support floor: the LLM is not asked to answer from nothing
+            answer = offline
         if retrieval.unknown and not _stopped(retrieval):
             answer.text = f"{unknown_note(retrieval.unknown)} {answer.text}"
         timings["answer"] = time.perf_counter() - t
@@ -375,7 +376,8 @@ class QAEngine:
             note = unknown_note(retrieval.unknown) + " " if retrieval.unknown and not _stopped(retrieval) else ""
             if note:
                 yield "delta", note
-            if mode == "llm" and not _stopped(retrieval):
+            offline = None if _stopped(retrieval) else self.composer.compose(retrieval.query, retrieval.bundle)
+            if mode == "llm" and offline is not None and not offline.insufficient_evidence:
                 assert self.llm is not None
                 unknown = [u.text for u in retrieval.unknown]
                 for piece in self.llm.stream(question, retrieval.bundle, conversation, unknown):
@@ -384,11 +386,7 @@ class QAEngine:
                     else:
                         yield "delta", piece
             else:
-                answer = (
-                    unknown_answer(retrieval.unknown)
-                    if _stopped(retrieval)
-                    else self.composer.compose(retrieval.query, retrieval.bundle)
-                )
+                answer = unknown_answer(retrieval.unknown) if offline is None else offline
                 for i, sentence in enumerate(_sentences(answer.text)):
                     yield "delta", ("" if i == 0 else " ") + sentence
             assert answer is not None

@@ -481,3 +481,39 @@ def test_the_llm_is_told_what_a_vignette_names_that_medkg_does_not_know(
     assert out["mode"] == "llm" and out["answer"].startswith("medkg has no information about zorblaxitol;")
     assert [c["id"] for c in out["citations"]] == [real]
     llm.handler = None
+
+
+def test_the_llm_is_not_asked_when_nothing_reaches_the_support_floor(
+    llm_client: tuple[TestClient, FakeLLMServer],
+) -> None:
+    """Evidence nothing supports (off topic: a passage above the search floor, below the answer's) is
+    not handed to the LLM to answer from: the answer abstains as the offline one does."""
+    client, llm = llm_client
+    out = _qa(client, "How do I bake sourdough bread at home?", mode="llm")
+    assert out["insufficient_evidence"] and out["citations"] == []
+    assert llm.requests == []
+
+
+@pytest.mark.parametrize(
+    ("question", "first"),
+    [
+        ("Which drugs treat epilepsy?", r"\[KG:DRUGBANK:DB\d+-TREATS-DOID:1826\]"),  # the asked relation
+        ("What did studies find about Marfan syndrome in children?", r"\[PMID:\d+#s\d+\]"),  # no fact answers
+    ],
+)
+def test_what_answers_leads_the_evidence_the_llm_is_given(
+    llm_client: tuple[TestClient, FakeLLMServer], question: str, first: str
+) -> None:
+    client, llm = llm_client
+    seen: list[str] = []
+
+    def answer(body: dict) -> dict:
+        evidence = body["messages"][-1]["content"].split("Evidence:\n", 1)[1]
+        seen.append(evidence.splitlines()[0])
+        cid = re.match(r"\[([^\]]+)\]", seen[-1])[1]  # type: ignore[index]
+        return {"answer": f"So it says [{cid}].", "citations": [cid], "confidence": 0.5, "insufficient_evidence": False}
+
+    llm.handler = lambda body: Reply.json(answer(body))
+    out = _qa(client, question, mode="llm")
+    assert re.match(first, seen[0]), seen
+    assert out["mode"] == "llm" and len(out["citations"]) == 1
