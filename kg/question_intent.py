@@ -1,9 +1,8 @@
 """What a question asks for, read as the graph's relation types: "what medicine helps X" asks for the
 ``TREATS`` and ``PALLIATES`` edges of X, "features of X" for its ``HAS_PHENOTYPE`` edges, "is X inherited"
 for ``HAS_INHERITANCE``, "which gene" for ``ASSOCIATED_WITH`` a gene, "mentioned together with" for
-``CO_MENTIONED``. Facts of an asked type answer the
-question; the others only inform it. Also whether a question asks what/which/how (a co-mention in the
-literature never answers that on its own).
+``CO_MENTIONED``. Facts of an asked type answer the question; the others only inform it. Also whether a
+question asks what/which/how (a co-mention in the literature never answers that on its own).
 """
 
 from __future__ import annotations

@@ -228,11 +228,12 @@ class GraphEvidence:
     def _gather(
         self, seeds: Sequence[str], qvec: np.ndarray, asked: Sequence[Asked] = ()
     ) -> tuple[dict[str, ScoredFact], dict[str, Entity]]:
-        """The facts around ``seeds``, up to ``per_entity`` edges each, and every edge of the types the
-        question asks for (``asked``). From a hub, the relation types the question is closest to are
-        fetched on their own too, so "What drugs treat epilepsy?" sees every ``TREATS`` edge of epilepsy.
-        A ``SAME_AS`` hop from a seed is free: an equivalent's facts count as the seed's. A seed with no edge of an
-        asked type lends its subtypes' ("diabetes mellitus" has none, "type 2 diabetes mellitus" has)."""
+        """The facts around ``seeds``, up to ``per_entity`` edges each; those of the types the question
+        asks for (``asked``) answer it. From a hub, the asked types (else those the question is closest
+        to) are fetched on their own too, so "What drugs treat epilepsy?" sees every ``TREATS`` edge of
+        epilepsy. A ``SAME_AS`` hop from a seed is free: an equivalent's facts count as the seed's. When
+        no seed has an edge of an asked type, the seeds' subtypes lend theirs ("diabetes mellitus" has no
+        ``TREATS`` edge, "type 2 diabetes mellitus" has)."""
         types = self.fact_types()
         if not types:
             return {}, {}
@@ -269,7 +270,7 @@ class GraphEvidence:
                 fact = ScoredFact(relation=rel, seed=seed, answers=_answers(rel, n.entity, asked, named))
                 facts.setdefault(fact.id, fact)
         if asked_types and not any(f.answers for f in facts.values()):
-            self._gather_subtypes(sorted(expanded), asked, asked_types, facts, entities, named)
+            self._gather_subtypes(sorted(named), asked, asked_types, facts, entities, named)
         return facts, entities
 
     def _gather_subtypes(

@@ -66,7 +66,8 @@ def search_post(c: Deps, body: SearchRequest) -> list[PassageHit]:
 def link(
     c: Deps, q: Annotated[str, Query(min_length=1, max_length=2000, description="A question.")]
 ) -> list[LinkedMention]:
-    """The entities a question mentions (lexicon, abbreviations, then the entity vector index)."""
+    """The entities a question mentions (lexicon, abbreviations, everyday words, then the entity vector
+    index)."""
     mentions = c.linker.link_query(q)
     entities = c.graph.get_entities({i for m in mentions for i in m.ids})
     return [
