@@ -3,9 +3,16 @@ store the QA, CLI, backup, browser and reliability tests build."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import pytest
+
 from ingest.pubmed.load import PubmedLoader
 from ingest.pubmed.model import Article, Section
+from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
+from kg.settings import load_settings
 from service.container import Container
 
 ENTITIES = [
@@ -104,3 +111,37 @@ def build_qa_store(container: Container) -> None:
     g.upsert_relations(RELATIONS)
     container.entity_index.update(g, progress=False)
     PubmedLoader(g, container.text_index, container.nlp, container.linker, progress=False).load(ARTICLES)
+
+
+@contextmanager
+def qa_container(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    entities: Sequence[Entity] = (),
+    relations: Sequence[Relation] = (),
+) -> Iterator[Container]:
+    """A container on the backend ``request.param`` names ("ladybug": a fresh embedded store; "neo4j":
+    the session's Neo4j, cleared) holding this module's store plus ``entities`` and ``relations`` (in
+    before the linker is built), offline answers, no API keys, no rate limit."""
+    from tests.conftest import open_ladybug
+
+    tmp = tmp_path_factory.mktemp(f"qa-{request.param}")
+    store: BaseGraphStore
+    if request.param == "ladybug":
+        store = open_ladybug(tmp)
+    else:
+        store = request.getfixturevalue("_neo4j_store")
+        store.clear()
+    settings = load_settings(data_dir=tmp, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
+    container = Container(settings, graph=store)
+    store.upsert_entities(entities)
+    store.upsert_relations(relations)
+    build_qa_store(container)
+    try:
+        yield container
+    finally:
+        container.close()
+        if request.param == "ladybug":
+            store.close()
+        else:
+            store.clear()

@@ -7,18 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from kg.graph.base import BaseGraphStore
 from kg.model import Entity, Relation
-from kg.settings import load_settings
 from service.api.app import create_app
-from service.container import Container
-from tests.conftest import open_ladybug
-from tests.support.qa_store import build_qa_store
+from tests.support.qa_store import qa_container
 
 ENTITIES = [
     Entity(id="HP:0000822", name="Hypertension", category="Phenotype", synonyms=["High blood pressure"]),
@@ -49,25 +44,11 @@ RELATIONS = [
 
 @pytest.fixture(scope="module", params=["ladybug", pytest.param("neo4j", marks=pytest.mark.neo4j)])
 def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
-    tmp: Path = tmp_path_factory.mktemp(f"order-{request.param}")
-    store: BaseGraphStore
-    if request.param == "ladybug":
-        store = open_ladybug(tmp)
-    else:
-        store = request.getfixturevalue("_neo4j_store")
-        store.clear()
-    settings = load_settings(data_dir=tmp, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
-    container = Container(settings, graph=store)
-    store.upsert_entities(ENTITIES)
-    store.upsert_relations(RELATIONS)
-    build_qa_store(container)  # builds the linker: after every entity is in
-    with TestClient(create_app(container=container)) as c:
+    with (
+        qa_container(request, tmp_path_factory, ENTITIES, RELATIONS) as container,
+        TestClient(create_app(container=container)) as c,
+    ):
         yield c
-    container.close()
-    if request.param == "ladybug":
-        store.close()
-    else:
-        store.clear()
 
 
 def _qa(client: TestClient, question: str) -> dict:

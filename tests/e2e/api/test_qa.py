@@ -7,39 +7,21 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from kg.graph.base import BaseGraphStore
 from kg.model import Relation
-from kg.settings import load_settings
 from service.api.app import create_app
 from service.container import Container
-from tests.conftest import open_ladybug
 from tests.support.llm_server import FakeLLMServer, Reply
-from tests.support.qa_store import build_qa_store
+from tests.support.qa_store import qa_container
 
 
 @pytest.fixture(scope="module", params=["ladybug", pytest.param("neo4j", marks=pytest.mark.neo4j)])
 def app_container(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Container]:
-    tmp: Path = tmp_path_factory.mktemp(f"qa-{request.param}")
-    store: BaseGraphStore
-    if request.param == "ladybug":
-        store = open_ladybug(tmp)
-    else:
-        store = request.getfixturevalue("_neo4j_store")
-        store.clear()
-    settings = load_settings(data_dir=tmp, api_keys=None, llm_base_url=None, rate_limit_per_minute=0)
-    container = Container(settings, graph=store)
-    build_qa_store(container)
-    yield container
-    container.close()
-    if request.param == "ladybug":
-        store.close()
-    else:
-        store.clear()
+    with qa_container(request, tmp_path_factory) as container:
+        yield container
 
 
 @pytest.fixture(scope="module")
