@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 __all__ = ["Asked", "asked_relations", "asks_what"]
 
 
 @dataclass(frozen=True)
 class Asked:
-    """A relation type a question asks for, and the category the other end must have (None: any)."""
+    """A relation type a question asks for, the category the other end must have, and which end the
+    entity the question names must be (None: any; "features of asthma" asks for asthma's phenotypes,
+    not for the diseases that have asthma as one)."""
 
     type: str
     other: str | None = None
+    named_is: Literal["subject", "object"] | None = None
 
 
 _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
@@ -31,9 +35,13 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
             r"|(can|should|do|could) (i|you|we|he|she|they|my \w+) take)\b",
         ),
         (
-            (Asked("HAS_PHENOTYPE"), Asked("HAS_SYMPTOM")),
+            (Asked("HAS_PHENOTYPE", named_is="subject"), Asked("HAS_SYMPTOM", named_is="subject")),
             r"\b(features?|symptoms?|signs?|phenotypes?|manifestations?|presentation|characteristics?"
             r"|clinical (picture|findings?)|findings?|what does .{1,40} look like)\b",
+        ),
+        (  # the diseases that have a feature: the named feature is the object
+            (Asked("HAS_PHENOTYPE", named_is="object"), Asked("HAS_SYMPTOM", named_is="object")),
+            r"\b(which|what)( \w+){0,2} (diseases?|disorders?|syndromes?|conditions?)\b",
         ),
         (
             (Asked("HAS_INHERITANCE"),),

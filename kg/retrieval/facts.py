@@ -110,13 +110,18 @@ def _other_end(rel: Relation, seed: str) -> str:
     return rel.subject if rel.object == seed else rel.object
 
 
-def _answers(rel: Relation, other: Entity, asked: Sequence[Asked], named: set[str]) -> bool:
-    """Whether ``rel`` (``other`` at its other end) is of a type the question asks for, with the category
-    asked of the other end. A NOT annotation answers only when the question names both ends ("does
-    metformin treat liver cancer?"); otherwise it is no answer to "what treats X?"."""
+def _answers(rel: Relation, seed: str, other: Entity, asked: Sequence[Asked], named: set[str]) -> bool:
+    """Whether ``rel`` (found around ``seed``, ``other`` at its other end) is of a type the question asks
+    for, with the category asked of the other end and ``seed`` at the end asked of it. A NOT annotation
+    answers only when the question names both ends ("does metformin treat liver cancer?"); otherwise it
+    is no answer to "what treats X?"."""
     if rel.negated and other.id not in named:
         return False
-    return any(rel.type == a.type and (a.other is None or other.category == a.other) for a in asked)
+    end = "subject" if rel.subject == seed else "object"
+    return any(
+        rel.type == a.type and (a.other is None or other.category == a.other) and a.named_is in (None, end)
+        for a in asked
+    )
 
 
 def _frequencies(rel: Relation) -> list[str]:
@@ -267,7 +272,7 @@ class GraphEvidence:
                     ):
                         queue.append(n.entity.id)
                     continue
-                fact = ScoredFact(relation=rel, seed=seed, answers=_answers(rel, n.entity, asked, named))
+                fact = ScoredFact(relation=rel, seed=seed, answers=_answers(rel, seed, n.entity, asked, named))
                 facts.setdefault(fact.id, fact)
         if asked_types and not any(f.answers for f in facts.values()):
             self._gather_subtypes(sorted(named), asked, asked_types, facts, entities, named)
@@ -292,7 +297,7 @@ class GraphEvidence:
             ]
             for child in children:
                 found = self.graph.neighbours(child.entity.id, rel_types=asked_types, limit=self.per_entity // 4)
-                answering = [n for n in found if _answers(n.relation, n.entity, asked, named)]
+                answering = [n for n in found if _answers(n.relation, child.entity.id, n.entity, asked, named)]
                 if not answering:
                     continue
                 entities.setdefault(child.entity.id, child.entity)
@@ -436,6 +441,9 @@ class GraphEvidence:
         paths = self.paths(groups, max_hops) if max_hops > 0 and len(groups) > 1 else []
         timings["graph_paths"] = time.perf_counter() - t
         t = time.perf_counter()
+        missing = {n for p in paths for n in p.nodes} - entities.keys()
+        seed_entities = self.graph.get_entities(missing | (set(seeds) - entities.keys()))
+        entities.update(seed_entities)
         on_path: dict[str, ScoredFact] = {}  # an edge two paths share is one fact
         for p in paths:
             for rel in p.relations:
@@ -445,12 +453,12 @@ class GraphEvidence:
                 found = gathered.pop(f.id, None)
                 # an edge of the asked type answers when it touches an entity the question names, not
                 # when it runs between two others in the middle of a path
-                touches = rel.subject in seeds or rel.object in seeds
-                f.answers = found.answers if found else touches and any(rel.type == a.type for a in asked)
+                if found is not None:
+                    f.answers = found.answers
+                elif touching := [end for end in (rel.subject, rel.object) if end in seeds]:
+                    other = entities.get(rel.object if touching[0] == rel.subject else rel.subject)
+                    f.answers = other is not None and _answers(rel, touching[0], other, asked, set(seeds))
                 on_path.setdefault(f.id, f)
-        missing = {n for p in paths for n in p.nodes} - entities.keys()
-        seed_entities = self.graph.get_entities(missing | (set(seeds) - entities.keys()))
-        entities.update(seed_entities)
         ranked = self.rank(question, qvec, [*on_path.values(), *gathered.values()], entities)
         timings["graph_rank"] = time.perf_counter() - t
         return GraphRetrieval(facts=ranked, paths=paths, entities=entities, timings=timings)

@@ -102,6 +102,20 @@ def test_features_come_by_frequency_then_specificity(client: TestClient) -> None
     assert sentence.startswith("Marfan syndrome has phenotype")
 
 
+def test_features_are_those_of_the_named_entity_not_of_the_diseases_it_is_one_of(client: TestClient) -> None:
+    """ "features of X" is answered with X's phenotypes; a phenotype named there is no disease with
+    features, and the diseases that have it are not its features."""
+    out = _qa(client, "What are the features of Microcephaly-epilepsy syndrome?")
+    features = {"KG:OMIM:100001-HAS_PHENOTYPE-HP:0001250", "KG:OMIM:100001-HAS_PHENOTYPE-HP:0000252"}
+    assert set(_cited(out)[:2]) == features
+    phenotype = _qa(client, "What are the features of hypotonia?")
+    assert not phenotype["answer"].startswith("Hypotonia is a phenotype of"), phenotype["answer"]
+    assert phenotype["insufficient_evidence"], phenotype["answer"]
+    # asked the other way round, the diseases that have it answer
+    diseases = _qa(client, "Which diseases have hypotonia?")
+    assert _cited(diseases)[0] == "KG:OMIM:100002-HAS_PHENOTYPE-HP:0001252", diseases["answer"]
+
+
 def test_a_vignette_in_everyday_words_goes_to_the_differential(client: TestClient) -> None:
     out = _qa(client, "my kid has fits and a small head, what could it be")
     methods = {e["id"]: e["method"] for e in out["linked_entities"]}

@@ -31,6 +31,17 @@ def test_a_gene_question_asks_for_genes_at_the_other_end() -> None:
     assert asked_relations("Which genes cause Rett syndrome?") == (Asked("ASSOCIATED_WITH", "Gene"),)
 
 
+def test_features_are_asked_of_the_named_entity_as_the_subject() -> None:
+    """ "symptoms of asthma": asthma's phenotypes, not the diseases that have asthma as one."""
+    assert {a.named_is for a in asked_relations("What are the symptoms of asthma?")} == {"subject"}
+    assert {a.named_is for a in asked_relations("Which drugs treat asthma?")} == {None}
+    # and the diseases that have a feature name it as the object
+    assert {(a.type, a.named_is) for a in asked_relations("Which diseases have seizures?")} == {
+        ("HAS_PHENOTYPE", "object"),
+        ("HAS_SYMPTOM", "object"),
+    }
+
+
 @pytest.mark.parametrize(
     ("question", "what"),
     [
