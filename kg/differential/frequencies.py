@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kg.annotation_terms import FREQUENCY_TERMS, RATIO
+
 __all__ = [
     "DEFAULT_FREQUENCY",
     "PRIOR_STRENGTH",
@@ -22,17 +24,9 @@ __all__ = [
 ]
 
 # HPO frequency terms -> the middle of their range
-_FREQUENCY_TERMS = {
-    "HP:0040280": 1.0,  # obligate
-    "HP:0040281": 0.895,  # very frequent 80-99%
-    "HP:0040282": 0.545,  # frequent 30-79%
-    "HP:0040283": 0.17,  # occasional 5-29%
-    "HP:0040284": 0.025,  # very rare 1-4%
-    "HP:0040285": 0.0,  # excluded
-}
+_FREQUENCY_TERMS = {term: middle for term, (_, middle) in FREQUENCY_TERMS.items()}
 DEFAULT_FREQUENCY = 0.5
 PRIOR_STRENGTH = 1000.0  # pseudo-patients of the Beta prior on case-series counts (chosen on the tuning half)
-_RATIO = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 Frequency = float | tuple[int, int] | None  # a frequency, a count n/m, or unknown
@@ -60,7 +54,7 @@ def frequency_weight(values: Iterable[str], default: float = DEFAULT_FREQUENCY) 
     for value in values:
         if value in _FREQUENCY_TERMS:
             found.append(_FREQUENCY_TERMS[value])
-        elif m := _RATIO.match(value):
+        elif m := RATIO.match(value):
             n, d = int(m[1]), int(m[2])
             if d:
                 found.append(min(1.0, n / d))
@@ -73,7 +67,7 @@ def frequency_evidence(values: Iterable[str]) -> Frequency:
     """What an annotation says about its frequency: the pooled count ``(n, m)`` of its "n/m" values,
     else the largest HPO frequency term or percentage, else ``None``."""
     values = list(values)
-    counts = [(int(m[1]), int(m[2])) for v in values if (m := _RATIO.match(v)) and int(m[2])]
+    counts = [(int(m[1]), int(m[2])) for v in values if (m := RATIO.match(v)) and int(m[2])]
     if counts:
         n, m = sum(c[0] for c in counts), sum(c[1] for c in counts)
         return (min(n, m), m)

@@ -312,6 +312,14 @@ class QAEngine:
             timings_ms={k: round(v * 1000, 2) for k, v in timings.items()},
         )
 
+    def _offline_answer(self, retrieval: Retrieval) -> Answer:
+        """The answer without an LLM, which also decides whether an LLM is asked at all (in either mode an
+        LLM must not guess): "medkg has no information about X" when retrieval stopped at an unknown name,
+        else the extractive composer's, an abstention when nothing reaches its support floors."""
+        if retrieval.stopped:
+            return unknown_answer(retrieval.unknown)
+        return self.composer.compose(retrieval.query, retrieval.bundle)
+
     # ---- entry points ------------------------------------------------------------------------
     def ask(
         self,
@@ -332,15 +340,13 @@ class QAEngine:
         mode = self._mode(options.mode)
         retrieval, conversation, timings = self._prepare(question, session_id, options, image, image_id)
         t = time.perf_counter()
-        offline = None if _stopped(retrieval) else self.composer.compose(retrieval.query, retrieval.bundle)
-        if offline is None:  # in either mode: no evidence, and an LLM must not guess
-            answer = unknown_answer(retrieval.unknown)
-        elif mode == "llm" and not offline.insufficient_evidence:
+        offline = self._offline_answer(retrieval)
+        if mode == "llm" and not offline.insufficient_evidence:
             assert self.llm is not None
             answer = self.llm.answer(question, retrieval.bundle, conversation, [u.text for u in retrieval.unknown])
-        else:  # offline, or nothing reaches the support floor: the LLM is not asked to answer from nothing
+        else:
             answer = offline
-        if retrieval.unknown and not _stopped(retrieval):
+        if retrieval.unknown and not retrieval.stopped:
             answer.text = f"{unknown_note(retrieval.unknown)} {answer.text}"
         timings["answer"] = time.perf_counter() - t
         return self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
@@ -373,11 +379,11 @@ class QAEngine:
         try:
             t = time.perf_counter()
             answer: Answer | None = None
-            note = unknown_note(retrieval.unknown) + " " if retrieval.unknown and not _stopped(retrieval) else ""
+            note = unknown_note(retrieval.unknown) + " " if retrieval.unknown and not retrieval.stopped else ""
             if note:
                 yield "delta", note
-            offline = None if _stopped(retrieval) else self.composer.compose(retrieval.query, retrieval.bundle)
-            if mode == "llm" and offline is not None and not offline.insufficient_evidence:
+            offline = self._offline_answer(retrieval)
+            if mode == "llm" and not offline.insufficient_evidence:
                 assert self.llm is not None
                 unknown = [u.text for u in retrieval.unknown]
                 for piece in self.llm.stream(question, retrieval.bundle, conversation, unknown):
@@ -386,7 +392,7 @@ class QAEngine:
                     else:
                         yield "delta", piece
             else:
-                answer = unknown_answer(retrieval.unknown) if offline is None else offline
+                answer = offline
                 for i, sentence in enumerate(_sentences(answer.text)):
                     yield "delta", ("" if i == 0 else " ") + sentence
             assert answer is not None
@@ -414,11 +420,6 @@ ABOUT_ONE_THING_WORDS = 30
 
 def _about_one_thing(question: str) -> bool:
     return len(question.split()) <= ABOUT_ONE_THING_WORDS
-
-
-def _stopped(retrieval: Retrieval) -> bool:
-    """Retrieval stopped at a name medkg does not know (nothing was retrieved)."""
-    return retrieval.stopped
 
 
 def _sentences(text: str) -> list[str]:
