@@ -11,11 +11,11 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import bm25s
 import numpy as np
@@ -27,7 +27,7 @@ from kg.lexical_index import LexicalIndex, LexicalIndexError
 from kg.sql import in_chunks
 from kg.vector_index import DEFAULT_FLAT_MAX, VectorIndex, VectorIndexError
 
-__all__ = ["DocumentRecord", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
+__all__ = ["DocumentRecord", "Embedded", "PassageRecord", "SearchHit", "TextIndex", "RRF_K"]
 
 RRF_K = 60
 # BM25 tokens: every run of word characters, one character long included, so "hepatitis B" and
@@ -97,6 +97,14 @@ class PassageRecord:
     retracted: bool = False
 
 
+class Embedded(NamedTuple):
+    """A passage's vector made elsewhere (a distributed load's workers), by the embedder whose
+    signature is ``signature``: stored as it is when that is what the text index's fingerprints ask."""
+
+    vector: np.ndarray
+    signature: str
+
+
 @dataclass(frozen=True)
 class DocumentRecord:
     """What a citation shows; ``fingerprint`` is the content hash of the record last indexed,
@@ -143,7 +151,8 @@ class AddResult:
     added: int = 0
     changed: int = 0
     unchanged: int = 0
-    embedded: int = 0
+    embedded: int = 0  # vectors stored (made here or given)
+    given: int = 0  # of these, vectors given by the caller (not embedded here)
     seconds: float = 0.0
 
 
@@ -241,8 +250,10 @@ class TextIndex:
             self.vectors  # noqa: B018
             self._sync_lexical()
 
-    def _fingerprint(self, text: str) -> str:
-        return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
+    def _fingerprint(self, text: str, signature: str | None = None) -> str:
+        """What a passage's vector stands for: its embedding text and the embedder (``signature``,
+        default this index's) that made it."""
+        return hashlib.sha1(f"{signature or self.embedder.signature}\n{text}".encode()).hexdigest()
 
     def __len__(self) -> int:
         """Passages stored: meta 'passages', kept by add and remove in their transactions (a count(*)
@@ -359,8 +370,13 @@ class TextIndex:
             return [r[0] for r in self._db.execute("SELECT id FROM passages WHERE doc_id = ? ORDER BY id", (doc_id,))]
 
     # ---- writes ------------------------------------------------------------------------------
-    def add(self, records: Iterable[PassageRecord], batch: int = 256) -> AddResult:
-        """Store and embed passages; what is already there unchanged costs nothing. Call ``commit``."""
+    def add(
+        self, records: Iterable[PassageRecord], batch: int = 256, vectors: Mapping[str, Embedded] | None = None
+    ) -> AddResult:
+        """Store and embed passages; what is already there unchanged costs nothing. Call ``commit``.
+        ``vectors``: passages' vectors made elsewhere, stored instead of embedding those passages here
+        (fingerprinted with the signature of the embedder that made them); a vector of another model
+        or dimension is refused (:class:`ValueError`)."""
         started = time.perf_counter()
         result = AddResult()
         records = list({r.id: r for r in records}.values())
@@ -395,14 +411,33 @@ class TextIndex:
         # exactly what did not reach the saved index.
         ids = [r.id for r in todo]
         texts = [r.embed_text or r.text for r in todo]
-        prints = [self._fingerprint(t) for t in texts]
+        given = {i: vectors[i] for i in ids if vectors and i in vectors}
+        prints = [
+            self._fingerprint(t, given[i].signature if i in given else None) for i, t in zip(ids, texts, strict=True)
+        ]
         need = self.vectors.needs_update(ids, prints)
+        if given:
+            self._check_given(given.values())
+            have = [i for i in need if ids[i] in given]
+            need = [i for i in need if ids[i] not in given]
+            if have:
+                matrix = np.stack([given[ids[i]].vector for i in have]).astype(np.float32, copy=False)
+                stored = self.vectors.upsert([ids[i] for i in have], matrix, [prints[i] for i in have])
+                result.embedded += stored
+                result.given += stored
         for start in range(0, len(need), batch):
             chunk = need[start : start + batch]
             vectors = self.embedder.encode([texts[i] for i in chunk])
             result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
         result.seconds = round(time.perf_counter() - started, 3)
         return result
+
+    def _check_given(self, given: Iterable[Embedded]) -> None:
+        for signature in {e.signature for e in given}:
+            if not signature.startswith(self.embedder.model_name):
+                raise ValueError(
+                    f"passage vectors made by {signature!r} cannot join an index of {self.embedder.model_name!r}"
+                )
 
     def reindex(
         self, progress: bool = True, page: int = 4096, batch: int = 256, checkpoint: int = 20_000

@@ -4,9 +4,12 @@ here prints: each function returns what it did, and the caller shows it."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingest.pubmed.load import PubmedLoader
 from ingest.radiology_reports import ReportLoader, ReportLoadResult, read_iu_reports
@@ -15,6 +18,9 @@ from ingest.writer import Item, ingest
 from kg.entity_index import IndexUpdate
 from multimodal.load import ImageLoadResult, file_key, load_images
 from service.container import Container
+
+if TYPE_CHECKING:
+    from ingest.pubmed.distributed import RayLoad
 
 
 @dataclass
@@ -89,6 +95,53 @@ def load_literature(
     summary = loader.load(records, source=source, on_commit=on_commit)
     update = c.entity_index.update(c.graph, progress=progress) if extract else None  # the LLM's new entities
     return LiteratureLoad(summary, c.text_index.document_count(), len(c.text_index), update)
+
+
+def load_literature_ray(
+    c: Container,
+    files: list[Path],
+    source: str,
+    link: bool,
+    progress: bool,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    shard_dir: Path | None = None,
+    keep_shards: bool = False,
+) -> RayLoad:
+    """Files of articles loaded through the Ray Data pipeline (:mod:`ingest.pubmed.distributed`): a
+    local Ray of ``workers`` CPUs (default: this machine's cores), or the cluster at ``address``; shard
+    files under ``shard_dir`` (default ``<data dir>/shards``: a cluster's workers need one they all
+    reach, as they need the data dir's entity index when linking), then merged here."""
+    from ingest.pubmed.distributed import (
+        MANIFEST,
+        RayLoad,
+        WorkerKit,
+        merge_shards,
+        plan_shards,
+        prepare_shards,
+        ray_session,
+    )
+
+    workers = workers or os.cpu_count() or 1
+    linker = c.document_linker if link else None
+    kit = WorkerKit.of(c.settings, c.settings.passage_max_words, linker)
+    home = c.settings.data_dir / "shards"
+    plan = plan_shards(files, kit, shard_dir or home, home / MANIFEST)
+    before = len(plan.shards) - len(plan.to_merge)
+    with ray_session(address, workers) as resources:
+        gpus = resources.get("GPU", 0) if c.settings.embedding_device.startswith("cuda") else 0
+        prepared = prepare_shards(plan, kit, workers=workers, gpus=gpus, progress=progress)
+    loader = PubmedLoader(
+        c.graph, c.text_index, c.nlp, linker, max_words=c.settings.passage_max_words, progress=progress
+    )
+    started = time.perf_counter()
+    summary, merged = merge_shards(loader, plan, source, keep=keep_shards)
+    return RayLoad(
+        shards=len(plan.shards), merged_before=before, prepared=prepared, merged=merged, summary=summary,
+        merge_seconds=round(time.perf_counter() - started, 3), workers=workers, address=address,
+        shard_dir=plan.stage,
+    )  # fmt: skip
 
 
 def relink(c: Container, force: bool = False, progress: bool = True) -> Relink:

@@ -11,10 +11,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ingest.batches import batched_load
+from ingest.batches import Checkpoint, batched_load
 from ingest.pubmed.model import Article, Deletion
 from ingest.pubmed.passages import MAX_WORDS, ArticleText, Passage, Sentence, article_text, split_passages
 from ingest.summary import IngestSummary, Problem
@@ -30,9 +31,9 @@ from kg.model import (
     Entity,
     Relation,
 )
-from kg.text_index import DocumentRecord, PassageRecord, TextIndex
+from kg.text_index import DocumentRecord, Embedded, PassageRecord, TextIndex
 
-__all__ = ["PubmedLoader", "SOURCE", "MAX_EVIDENCE"]
+__all__ = ["PubmedLoader", "PreparedArticle", "SOURCE", "MAX_EVIDENCE", "passage_records", "prepare_articles"]
 
 SOURCE = "pubmed"
 MESH_HEADING_SOURCE = "mesh"  # MeSH descriptors named by article headings (name only)
@@ -41,11 +42,18 @@ MAX_EVIDENCE = 500  # sentence ids kept on one CO_MENTIONED edge (the count keep
 
 
 @dataclass
-class _Prepared:
+class PreparedArticle:
+    """An article made ready to load: its fingerprint, its text as sentences and passages, the mentions
+    the linker found, and (from a distributed load) the vectors of its passages' embedding texts made
+    by the embedder named ``embedded_by``. Everything here depends on the article alone, not on the
+    store, so it can be made anywhere (:mod:`ingest.pubmed.distributed`)."""
+
     article: Article
     fingerprint: str
     text: ArticleText
     mentions: list[Mention] = field(default_factory=list)
+    vectors: dict[str, np.ndarray] | None = None  # passage id -> vector
+    embedded_by: str | None = None
 
 
 @dataclass
@@ -63,6 +71,47 @@ class _Links:
         return self.edges.keys() == other.edges.keys() and all(
             e.evidence.get("spans") == other.edges[k].evidence.get("spans") for k, e in self.edges.items()
         )
+
+
+def _article(item: Article | PreparedArticle) -> Article:
+    return item.article if isinstance(item, PreparedArticle) else item
+
+
+def passage_records(prepared: Iterable[PreparedArticle]) -> list[PassageRecord]:
+    """The passages of prepared articles as the text index stores them; each but the first (which holds
+    the title) is embedded with the title before it."""
+    records = []
+    for item in prepared:
+        title = item.article.title.strip()
+        for i, passage in enumerate(item.text.passages):
+            embed = passage.text if i == 0 or not title else f"{title}\n{passage.text}"
+            records.append(PassageRecord(passage.id, item.text.doc_id, passage.text, embed, item.article.retracted))
+    return records
+
+
+def prepare_articles(
+    articles: Sequence[Article],
+    nlp: Language,
+    linker: EntityLinker | None,
+    max_words: int = MAX_WORDS,
+    report: IngestSummary | None = None,
+) -> list[PreparedArticle]:
+    """Parse, split and link ``articles``: what depends on the article alone, done by the loader for a
+    batch, or by the workers of a distributed load (:mod:`ingest.pubmed.distributed`)."""
+    report = report if report is not None else IngestSummary(source=SOURCE)
+    t0 = time.perf_counter()
+    docs = list(nlp.pipe([article_text(a) for a in articles], batch_size=64))
+    prepared = [
+        PreparedArticle(a, fingerprint(a, max_words), split_passages(f"PMID:{a.pmid}", doc, max_words))
+        for a, doc in zip(articles, docs, strict=True)
+    ]
+    report.timed("sentences", time.perf_counter() - t0)
+    if linker is not None:
+        t0 = time.perf_counter()
+        for item, mentions in zip(prepared, linker.link_docs(docs), strict=True):
+            item.mentions = mentions
+        report.timed("linking", time.perf_counter() - t0)
+    return prepared
 
 
 def fingerprint(article: Article, max_words: int) -> str:
@@ -117,13 +166,14 @@ class PubmedLoader:
     # ---- driver ------------------------------------------------------------------------------
     def load(
         self,
-        records: Iterable[Article | Deletion | Problem],
+        records: Iterable[Article | PreparedArticle | Deletion | Problem | Checkpoint],
         source: str = SOURCE,
         *,
         on_commit: Callable[[], None] | None = None,
     ) -> IngestSummary:
-        """Load ``records``; ``on_commit()`` is called after each checkpoint, when every record taken
-        from ``records`` so far is durable (an Entrez fetch records its PMIDs as delivered only then)."""
+        """Load ``records`` (articles, or articles prepared elsewhere); ``on_commit()`` is called after
+        each checkpoint, when every record taken from ``records`` so far is durable (an Entrez fetch
+        records its PMIDs as delivered only then); a ``CHECKPOINT`` in the stream makes one now."""
         report = IngestSummary(source=source)
         started = time.perf_counter()
         waiting: dict[str, DocumentRecord] = {}  # citation records written at the next checkpoint
@@ -144,6 +194,9 @@ class PubmedLoader:
             unit=" records",
         ) as batches:
             for record in records:
+                if isinstance(record, Checkpoint):
+                    batches.checkpoint()
+                    continue
                 batches.tick()
                 if isinstance(record, Problem):
                     report.problem(record)
@@ -165,56 +218,66 @@ class PubmedLoader:
         report.timed("index commit", time.perf_counter() - t0)
 
     # ---- one batch ---------------------------------------------------------------------------
+    def prepare(self, articles: Sequence[Article], report: IngestSummary | None = None) -> list[PreparedArticle]:
+        """Parse, split and link the articles of a batch that need loading (:func:`prepare_articles`)."""
+        return prepare_articles(articles, self.nlp, self.linker, self.max_words, report)
+
     def _load_batch(
-        self, articles: Sequence[Article], report: IngestSummary, waiting: dict[str, DocumentRecord]
+        self,
+        items: Sequence[Article | PreparedArticle],
+        report: IngestSummary,
+        waiting: dict[str, DocumentRecord],
     ) -> None:
-        """Load a batch; its citation records join ``waiting`` (written at the next checkpoint), and
-        those already waiting stand for the stored ones."""
-        unique = list({a.pmid: a for a in articles}.values())
-        if len(unique) < len(articles):
-            report.note("duplicate PMIDs in a batch (last kept)", len(articles) - len(unique))
-        prints = {a.pmid: fingerprint(a, self.max_words) for a in unique}
-        ids = [f"PMID:{a.pmid}" for a in unique]
+        """Load a batch of articles (prepared here) or of articles prepared elsewhere; its citation
+        records join ``waiting`` (written at the next checkpoint), and those already waiting stand for
+        the stored ones."""
+        unique = list({_article(x).pmid: x for x in items}.values())
+        if len(unique) < len(items):
+            report.note("duplicate PMIDs in a batch (last kept)", len(items) - len(unique))
+        prints = {
+            _article(x).pmid: x.fingerprint if isinstance(x, PreparedArticle) else fingerprint(x, self.max_words)
+            for x in unique
+        }
+        ids = [f"PMID:{pmid}" for pmid in prints]
         known = self.text_index.get_documents(ids)
         known.update((i, waiting[i]) for i in ids if i in waiting)
         in_graph = self.store.existing(ids)
         # A PMID withdrawn by a DeleteCitation stays withdrawn (its graph node keeps `obsolete`).
-        deleted = [a for a in unique if (doc := known.get(f"PMID:{a.pmid}")) is not None and doc.deleted]
+        deleted = [x for x in unique if (doc := known.get(f"PMID:{_article(x).pmid}")) is not None and doc.deleted]
         if deleted:
             report.note("articles withdrawn earlier by a DeleteCitation (not loaded again)", len(deleted))
         todo = [
-            a
-            for a in unique
+            x
+            for x in unique
             if not (
-                (doc := known.get(f"PMID:{a.pmid}")) is not None
-                and (doc.deleted or (doc.fingerprint == prints[a.pmid] and f"PMID:{a.pmid}" in in_graph))
+                (doc := known.get(f"PMID:{(pmid := _article(x).pmid)}")) is not None
+                and (doc.deleted or (doc.fingerprint == prints[pmid] and f"PMID:{pmid}" in in_graph))
             )
         ]
         report.count("articles unchanged", len(unique) - len(todo) - len(deleted))
         if not todo:
             return
+        made = iter(self.prepare([x for x in todo if isinstance(x, Article)], report))
+        prepared = [x if isinstance(x, PreparedArticle) else next(made) for x in todo]
         # A retraction notice may have arrived before the paper it retracts.
-        flagged = self.text_index.retracted(f"PMID:{a.pmid}" for a in todo if not a.retracted)
-        todo = [a.model_copy(update={"retracted": True}) if f"PMID:{a.pmid}" in flagged else a for a in todo]
-        t0 = time.perf_counter()
-        texts = [article_text(a) for a in todo]
-        docs = list(self.nlp.pipe(texts, batch_size=64))
-        prepared = [
-            _Prepared(a, prints[a.pmid], split_passages(f"PMID:{a.pmid}", doc, self.max_words))
-            for a, doc in zip(todo, docs, strict=True)
-        ]
-        report.timed("sentences", time.perf_counter() - t0)
-        if self.linker is not None:
-            t0 = time.perf_counter()
-            for item, mentions in zip(prepared, self.linker.link_docs(docs), strict=True):
-                item.mentions = mentions
-            report.timed("linking", time.perf_counter() - t0)
+        flagged = self.text_index.retracted(p.text.doc_id for p in prepared if not p.article.retracted)
+        for item in prepared:
+            if item.text.doc_id in flagged:
+                item.article = item.article.model_copy(update={"retracted": True})
         previous = self._stored_links([item.text.doc_id for item in prepared])
         self._retire_changed(prepared, report)
         self._write_graph(prepared, previous, report)
         t0 = time.perf_counter()
-        added = self.text_index.add(self._passage_records(prepared))
+        vectors = {
+            pid: Embedded(vector, item.embedded_by)
+            for item in prepared
+            if item.vectors is not None and item.embedded_by is not None
+            for pid, vector in item.vectors.items()
+        }
+        added = self.text_index.add(passage_records(prepared), vectors=vectors)
         report.count("passages embedded", added.embedded)
+        if added.given:
+            report.count("passage vectors made by the workers", added.given)
         report.timed("embeddings", time.perf_counter() - t0)
         waiting.update((p.text.doc_id, self._document_record(p)) for p in prepared)
         for item in prepared:
@@ -225,16 +288,7 @@ class PubmedLoader:
         if self.extract is not None:
             self._extract(prepared, report)
 
-    def _passage_records(self, prepared: Sequence[_Prepared]) -> list[PassageRecord]:
-        records = []
-        for item in prepared:
-            title = item.article.title.strip()
-            for i, passage in enumerate(item.text.passages):
-                embed = passage.text if i == 0 or not title else f"{title}\n{passage.text}"
-                records.append(PassageRecord(passage.id, item.text.doc_id, passage.text, embed, item.article.retracted))
-        return records
-
-    def _document_record(self, item: _Prepared) -> DocumentRecord:
+    def _document_record(self, item: PreparedArticle) -> DocumentRecord:
         a = item.article
         return DocumentRecord(
             id=item.text.doc_id,
@@ -248,7 +302,9 @@ class PubmedLoader:
             linked_with=self.linker.signature if self.linker is not None else None,
         )
 
-    def _write_graph(self, prepared: Sequence[_Prepared], previous: dict[str, _Links], report: IngestSummary) -> None:
+    def _write_graph(
+        self, prepared: Sequence[PreparedArticle], previous: dict[str, _Links], report: IngestSummary
+    ) -> None:
         t0 = time.perf_counter()
         entities: list[Entity] = []
         relations: list[Relation] = []
@@ -285,7 +341,7 @@ class PubmedLoader:
         report.timed("write graph", time.perf_counter() - t0)
 
     # ---- retirement: changed, deleted and retracted documents ---------------------------------
-    def _retire_changed(self, prepared: Sequence[_Prepared], report: IngestSummary) -> None:
+    def _retire_changed(self, prepared: Sequence[PreparedArticle], report: IngestSummary) -> None:
         """Retire the stored passages that the documents' new texts no longer have (also those of a
         version loaded earlier in this run, its citation record not written yet)."""
         stale: list[str] = []
@@ -504,7 +560,7 @@ class PubmedLoader:
             report.relations += self.store.upsert_relations(updates)
 
     # ---- LLM triples -------------------------------------------------------------------------
-    def _extract(self, prepared: Sequence[_Prepared], report: IngestSummary) -> None:
+    def _extract(self, prepared: Sequence[PreparedArticle], report: IngestSummary) -> None:
         assert self.extract is not None
         t0 = time.perf_counter()
         for item in prepared:

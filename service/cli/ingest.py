@@ -13,6 +13,7 @@ from service.cli.common import container, fail, settings
 from service.cli.render import (
     print_images_load,
     print_literature_load,
+    print_ray_load,
     print_relink,
     print_reports_load,
     print_source_load,
@@ -142,22 +143,67 @@ def run_relink(c: Container, force: bool = False, progress: bool = True) -> None
     print_relink(out, _ingestion().relink(c, force=force, progress=progress))
 
 
+RayOpt = Annotated[
+    bool, typer.Option("--ray", help="Prepare on Ray Data (parse, link, embed in parallel), then merge here.")
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option("--ray-address", help="With --ray: a Ray cluster ('auto', 'ray://head:10001'); default a local Ray."),
+]
+WorkersOpt = Annotated[
+    int | None, typer.Option("--workers", min=1, help="With --ray: CPUs of the local Ray (default: all cores).")
+]
+ShardDirOpt = Annotated[
+    Path | None,
+    typer.Option("--shard-dir", help="With --ray: where shard files go (default <data dir>/shards).", file_okay=False),
+]
+KeepShardsOpt = Annotated[bool, typer.Option("--keep-shards", help="With --ray: keep shard files once merged.")]
+
+
+def _load_files(
+    files: list[Path], source: str, link: bool, extract: bool, progress: bool,
+    ray: bool, address: str | None, workers: int | None, shard_dir: Path | None, keep: bool,
+) -> None:  # fmt: skip
+    from ingest.pubmed.readers import iter_records
+
+    if not ray and (address or workers or shard_dir or keep):
+        raise fail("--ray-address, --workers, --shard-dir and --keep-shards go with --ray")
+    if ray and extract:
+        raise fail("--extract runs in this process: load without --ray to extract triples with the LLM")
+    with container(embeds=True) as c:
+        if not ray:
+            print_literature_load(
+                out, _ingestion().load_literature(c, iter_records(files), source, link, extract, progress)
+            )
+            return
+        loaded = _ingestion().load_literature_ray(
+            c, files, source, link, progress, address=address, workers=workers, shard_dir=shard_dir,
+            keep_shards=keep,
+        )  # fmt: skip
+        print_ray_load(out, loaded, c.text_index.document_count(), len(c.text_index))
+
+
 @app.command("pubmed")
 def ingest_pubmed(
     paths: Annotated[list[str], typer.Argument(help="Files, directories or glob patterns (XML, MEDLINE, JSON/L).")],
     link: LinkOpt = True,
     extract: ExtractOpt = False,
     progress: ProgressOpt = True,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = None,
+    shard_dir: ShardDirOpt = None,
+    keep_shards: KeepShardsOpt = False,
 ) -> None:
     """PubMed XML (efetch, baseline/update files, .gz), MEDLINE text or JSON documents."""
-    from ingest.pubmed.readers import expand_paths, iter_records
+    from ingest.pubmed.readers import expand_paths
 
-    with container(embeds=True) as c:
+    try:
         files = expand_paths(paths)
-        out.print(f"{len(files):,} file(s)", highlight=False)
-        print_literature_load(
-            out, _ingestion().load_literature(c, iter_records(files), "pubmed", link, extract, progress)
-        )
+    except FileNotFoundError as exc:
+        raise fail(str(exc)) from None
+    out.print(f"{len(files):,} file(s)", highlight=False)
+    _load_files(files, "pubmed", link, extract, progress, ray, ray_address, workers, shard_dir, keep_shards)
 
 
 @app.command("docs")
@@ -166,14 +212,20 @@ def ingest_docs(
     link: LinkOpt = True,
     extract: ExtractOpt = False,
     progress: ProgressOpt = True,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    workers: WorkersOpt = None,
+    shard_dir: ShardDirOpt = None,
+    keep_shards: KeepShardsOpt = False,
 ) -> None:
     """JSON/JSONL documents: {PMID: {CONTEXTS, LABELS, MESHES, YEAR}} or {pmid, title, abstract, ...} lines."""
-    from ingest.pubmed.readers import expand_paths, iter_records
+    from ingest.pubmed.readers import expand_paths
 
-    with container(embeds=True) as c:
-        print_literature_load(
-            out, _ingestion().load_literature(c, iter_records(expand_paths(files)), "docs", link, extract, progress)
-        )
+    try:
+        found = expand_paths(files)
+    except FileNotFoundError as exc:
+        raise fail(str(exc)) from None
+    _load_files(found, "docs", link, extract, progress, ray, ray_address, workers, shard_dir, keep_shards)
 
 
 @app.command("entrez")

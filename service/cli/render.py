@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:  # what is printed: imported where it is printed, so that `medkg --help` stays fast
+    from ingest.pubmed.distributed import RayLoad
     from ingest.summary import IngestSummary
     from kg.entity_index import IndexUpdate
     from service.demo import Note, Outcome, Step
@@ -97,6 +98,21 @@ def print_literature_load(console: Console, loaded: LiteratureLoad) -> None:
         u = loaded.entity_index
         console.print(f"entity index: {u.embedded:,} embedded, {u.total:,} in the index", highlight=False)
     console.print(f"text index: {loaded.documents:,} documents, {loaded.passages:,} passages", highlight=False)
+    print_timings(console, loaded.summary)
+
+
+def print_ray_load(console: Console, loaded: RayLoad, documents: int, passages: int) -> None:
+    p = loaded.prepared
+    where = loaded.address or f"local Ray, {loaded.workers} worker(s)"
+    rate = f", {p.articles / p.seconds:.1f} articles/s" if p.seconds else ""
+    console.print(
+        f"ray ({where}): {loaded.shards:,} shard(s), {loaded.merged_before:,} merged before; prepared "
+        f"{p.shards:,} ({p.articles:,} articles, {p.passages:,} passages, {p.seconds:.1f} s{rate}); "
+        f"merged {loaded.merged:,} in {loaded.merge_seconds:.1f} s (shard files: {loaded.shard_dir})",
+        highlight=False,
+    )
+    print_summary(console, loaded.summary)
+    console.print(f"text index: {documents:,} documents, {passages:,} passages", highlight=False)
     print_timings(console, loaded.summary)
 
 
