@@ -14,20 +14,9 @@ from tqdm import tqdm
 from kg.graph.base import BaseGraphStore
 from kg.progress import progress_bar
 
-__all__ = ["Batches", "CHECKPOINT", "Checkpoint", "batched_load"]
+__all__ = ["Batches", "batched_load"]
 
 T = TypeVar("T")
-
-
-class Checkpoint:
-    """Put in a loader's record stream: make everything taken so far durable now (a distributed load's
-    shard ends there)."""
-
-    def __repr__(self) -> str:
-        return "CHECKPOINT"
-
-
-CHECKPOINT = Checkpoint()
 
 
 class Batches(Generic[T]):
@@ -66,15 +55,8 @@ class Batches(Generic[T]):
             self.load_batch(batch)
             self.since_commit += len(batch)
         if self.since_commit >= self.checkpoint_every:
-            self.checkpoint()
-
-    def checkpoint(self) -> None:
-        """Load the records waiting and commit now."""
-        if self.batch:
-            batch, self.batch = self.batch, []
-            self.load_batch(batch)
-        self.commit()
-        self.since_commit = 0
+            self.commit()
+            self.since_commit = 0
 
 
 @contextmanager

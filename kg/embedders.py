@@ -122,10 +122,10 @@ class TextEmbedder:
                     model = SentenceTransformer(path, device=self.device, local_files_only=offline)
                 except (OSError, ValueError) as exc:
                     raise EmbedderError(f"cannot load embedding model {self.model_name!r}: {exc}") from exc
-                if self.backend == "torch" and self.dtype == "bfloat16":
+                if self.backend == "torch" and self.dtype in ("bfloat16", "float16"):
                     import torch
 
-                    model = model.to(torch.bfloat16)
+                    model = model.to(getattr(torch, self.dtype))
                 if self.backend != "torch":
                     self._runner = self._load_runner(model)
                 log.info("text embedder %s: %s, %s", self.model_name, self.path, self.path.reason)
@@ -228,9 +228,11 @@ class TextEmbedder:
 def build_embedder(settings: Settings) -> TextEmbedder:
     """The configured text embedder: ``MEDKG_EMBEDDING_MODEL`` with its device, dtype and backend (loaded on
     first use)."""
+    device = settings.embedding_device
     return TextEmbedder(
         settings.embedding_model,
-        device=settings.embedding_device,
+        device=device,
+        batch_size=settings.embedding_batch_size or (16 if device == "cpu" else 512),
         dtype=settings.embedding_dtype,
         backend=settings.embedding_backend,
     )

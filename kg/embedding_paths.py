@@ -12,7 +12,11 @@ __all__ = ["BACKENDS", "PRECISIONS", "EmbedderError", "EmbeddingPath", "check_pa
 BACKENDS = ("auto", "torch", "onnx", "openvino")
 # The precisions each backend runs; float32 on any of them gives the same vectors to float rounding
 # (cosine >= 0.99999 to PyTorch's), so it keeps the model's signature, and indexes stay valid.
-PRECISIONS = {"torch": ("float32", "bfloat16"), "onnx": ("float32", "int8"), "openvino": ("float32", "bfloat16")}
+PRECISIONS = {
+    "torch": ("float32", "bfloat16", "float16"),
+    "onnx": ("float32", "int8"),
+    "openvino": ("float32", "bfloat16"),
+}
 _PACKAGES = {"onnx": "onnxruntime", "openvino": "openvino"}
 
 
@@ -22,14 +26,23 @@ class EmbedderError(RuntimeError):
 
 def resolve_dtype(dtype: str, device: str = "cpu") -> str:
     """``auto`` runs bfloat16 on a CPU with native bf16 (AVX512-BF16/AMX: ~1.8x faster on 2 cores,
-    cosine to the float32 vectors >= 0.996 on PubMed passages) and float32 elsewhere."""
-    if dtype in ("float32", "bfloat16"):
+    cosine to the float32 vectors >= 0.996 on PubMed passages) and float32 on other CPUs; on a GPU,
+    bfloat16 where it has it (Ampere and later: A100, H100, H200), else float16."""
+    if dtype in ("float32", "bfloat16", "float16"):
         return dtype
     if dtype != "auto":
-        raise EmbedderError(f"embedding dtype must be auto, float32 or bfloat16 (got {dtype!r})")
+        raise EmbedderError(f"embedding dtype must be auto, float32, bfloat16 or float16 (got {dtype!r})")
     if device != "cpu":
-        return "float32"
+        return "bfloat16" if _accelerator_bf16(device) else "float16"
     return "bfloat16" if _native_bf16() else "float32"
+
+
+def _accelerator_bf16(device: str) -> bool:
+    import torch
+
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return bool(torch.cuda.is_bf16_supported())
+    return False
 
 
 def _native_bf16() -> bool:
@@ -77,8 +90,10 @@ def check_path(backend: str, dtype: str, device: str = "cpu") -> None:
     model, no torch; what settings validation calls)."""
     if backend not in BACKENDS:
         raise EmbedderError(f"embedding backend must be one of {', '.join(BACKENDS)} (got {backend!r})")
-    if dtype not in ("auto", "float32", "bfloat16", "int8"):
-        raise EmbedderError(f"embedding dtype must be auto, float32, bfloat16 or int8 (got {dtype!r})")
+    if dtype not in ("auto", "float32", "bfloat16", "float16", "int8"):
+        raise EmbedderError(f"embedding dtype must be auto, float32, bfloat16, float16 or int8 (got {dtype!r})")
+    if dtype == "float16" and device == "cpu":
+        raise EmbedderError("float16 embeddings run on a GPU (MEDKG_EMBEDDING_DEVICE=cuda); CPUs run bfloat16")
     if device != "cpu" and backend not in ("auto", "torch"):
         raise EmbedderError(f"the {backend} embedding backend runs on the CPU only (device is {device!r})")
     if backend in ("auto", "torch") and dtype == "int8" and device != "cpu":

@@ -17,6 +17,7 @@ import numpy as np
 
 from kg.embedders import TextEmbedder
 from kg.graph.base import BaseGraphStore
+from kg.index_generation import Generations
 from kg.model import NOT_VOCABULARY, Entity
 from kg.progress import progress_bar
 from kg.vector_index import VectorIndex, VectorIndexError
@@ -58,15 +59,22 @@ class IndexUpdate:
 
 
 class EntityIndex:
-    def __init__(self, directory: Path, embedder: TextEmbedder, name: str = "entities") -> None:
+    def __init__(
+        self, directory: Path, embedder: TextEmbedder, name: str = "entities", read_only: bool = False
+    ) -> None:
         self.directory = Path(directory)
         self.embedder = embedder
         self.name = name
+        self.read_only = read_only  # a reader beside the data dir's writer (an API replica, a Ray worker)
+        self.generations = Generations(self.directory)
         self._index: VectorIndex | None = None
         self._opening = threading.Lock()
 
     @property
     def index(self) -> VectorIndex:
+        if self.read_only and self.generations.changed():  # a writer published new entity vectors
+            with self._opening:
+                self._index = None
         if self._index is not None:
             return self._index
         with self._opening:  # one VectorIndex per file, whichever thread opens it first
@@ -77,8 +85,9 @@ class EntityIndex:
             self.directory.mkdir(parents=True, exist_ok=True)
             try:
                 self._index = VectorIndex.open(
-                    self.directory, self.name, self.embedder.dimension, model=self.embedder.model_name
-                )
+                    self.directory, self.name, self.embedder.dimension, model=self.embedder.model_name,
+                    read_only=self.read_only,
+                )  # fmt: skip
             except VectorIndexError as exc:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
         return self._index
@@ -135,6 +144,7 @@ class EntityIndex:
         rebuilt = index.fit_kind()
         if embedded or removed or rebuilt:
             index.save()
+            self.generations.publish("entities")
         return IndexUpdate(embedded, unchanged, removed, len(index), round(time.perf_counter() - started, 2))
 
     def reindex(self, store: BaseGraphStore, progress: bool = True) -> tuple[IndexUpdate, list[Path]]:

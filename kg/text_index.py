@@ -23,6 +23,7 @@ import Stemmer
 
 from kg.embedders import TextEmbedder
 from kg.errors import InvalidInput
+from kg.index_generation import Generations
 from kg.lexical_index import LexicalIndex, LexicalIndexError
 from kg.sql import in_chunks
 from kg.vector_index import DEFAULT_FLAT_MAX, VectorIndex, VectorIndexError
@@ -162,18 +163,28 @@ class TextIndex:
     document id."""
 
     def __init__(
-        self, directory: Path, embedder: TextEmbedder, name: str = "passages", flat_max: int = DEFAULT_FLAT_MAX
+        self,
+        directory: Path,
+        embedder: TextEmbedder,
+        name: str = "passages",
+        flat_max: int = DEFAULT_FLAT_MAX,
+        read_only: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
         self.name = name
+        # a reader beside the data dir's writer (an API replica): writes nothing, and opens each
+        # generation the writer publishes (kg.index_generation) at its next search
+        self.read_only = read_only
+        self.generations = Generations(self.directory)
         self.flat_max = flat_max  # exact dense search up to this many passages, IVF-PQ above
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
         try:
             self._db.executescript(_SCHEMA)
-            self._migrate()
+            if not read_only:
+                self._migrate()
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise VectorIndexError(f"{self.directory / name}.sqlite is damaged ({exc}). {self.rebuild_hint()}") from exc
@@ -182,7 +193,8 @@ class TextIndex:
         self._pool: ThreadPoolExecutor | None = None  # runs BM25 beside the dense search (search)
         self.lexical = LexicalIndex(self.directory / f"{name}.tantivy")
         self._stemmer = Stemmer.Stemmer("english")
-        self._check_lexical()
+        if not read_only:
+            self._check_lexical()
 
     def _check_lexical(self) -> None:
         """Queue every passage for the lexical index when its files are missing (a new index, or a data
@@ -221,6 +233,7 @@ class TextIndex:
                     self.embedder.dimension,
                     model=self.embedder.model_name,
                     flat_max=self.flat_max,
+                    read_only=self.read_only,
                 )
             except VectorIndexError as exc:
                 raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
@@ -248,7 +261,8 @@ class TextIndex:
         FAISS or id-map file raises :class:`VectorIndexError` naming it; damaged BM25 files are rebuilt."""
         with self._lock:
             self.vectors  # noqa: B018
-            self._sync_lexical()
+            if not self.read_only:
+                self._sync_lexical()
 
     def _fingerprint(self, text: str, signature: str | None = None) -> str:
         """What a passage's vector stands for: its embedding text and the embedder (``signature``,
@@ -263,8 +277,9 @@ class TextIndex:
                 row = self._db.execute("SELECT value FROM meta WHERE key = 'passages'").fetchone()
                 if row is None:
                     row = self._db.execute("SELECT count(*) FROM passages").fetchone()
-                    self._db.execute("INSERT INTO meta(key, value) VALUES ('passages', ?)", row)
-                    self._db.commit()
+                    if not self.read_only:
+                        self._db.execute("INSERT INTO meta(key, value) VALUES ('passages', ?)", row)
+                        self._db.commit()
                 self._passages = row[0]
             return self._passages
 
@@ -377,6 +392,7 @@ class TextIndex:
         ``vectors``: passages' vectors made elsewhere, stored instead of embedding those passages here
         (fingerprinted with the signature of the embedder that made them); a vector of another model
         or dimension is refused (:class:`ValueError`)."""
+        self._writable()
         started = time.perf_counter()
         result = AddResult()
         records = list({r.id: r for r in records}.values())
@@ -498,6 +514,7 @@ class TextIndex:
         return result
 
     def remove(self, ids: Iterable[str]) -> int:
+        self._writable()
         ids = list(ids)
         with self._lock:
             len(self)  # the stored count exists before this transaction changes it
@@ -518,6 +535,7 @@ class TextIndex:
     def commit(self) -> None:
         """Persist the vectors and write the passages changed since the last commit to the lexical
         index (only those: its cost follows the change, not the corpus)."""
+        self._writable()
         with self._lock:
             if self._vectors is not None:  # untouched vectors need no save (nor the model loaded)
                 self._vectors.save()
@@ -525,6 +543,24 @@ class TextIndex:
                 self._db.execute("DELETE FROM dense_removed")
                 self._db.commit()
             self._sync_lexical()
+            self.generations.publish("passages")
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise VectorIndexError(
+                f"{self.directory / self.name} is open read-only here: the data dir's writer changes it"
+            )
+
+    def refresh(self) -> bool:
+        """In a reader: open the generation a writer published since the last look (the dense and the
+        lexical index, the passage count); True if there was one. Searches call it."""
+        if not self.read_only or not self.generations.changed():
+            return False
+        with self._lock:
+            self._vectors = None  # reopened at the next use; a search running on the old one finishes on it
+            self._passages = None
+            self.lexical.refresh()
+        return True
 
     def compact(self) -> dict[str, object]:
         """Write the dense index again without the rows of removed or replaced passages (a quantizer
@@ -572,12 +608,16 @@ class TextIndex:
 
     # ---- search ------------------------------------------------------------------------------
     def bm25_search(self, query: str, k: int) -> list[tuple[str, float]]:
-        with self._lock:
-            self._sync_lexical()  # what a crash or an uncommitted add left pending
+        self.refresh()
+        if not self.read_only:
+            with self._lock:
+                self._sync_lexical()  # what a crash or an uncommitted add left pending
         tokens = bm25_tokenize([query], self._stemmer, return_ids=False)[0]
         try:
             return self.lexical.search(tokens, k)  # unlocked: Tantivy searches in parallel, without the GIL
         except LexicalIndexError as exc:
+            if self.read_only:
+                raise VectorIndexError(f"{exc}. {self.rebuild_hint()}") from exc
             with self._lock:
                 self._rebuild_lexical(exc)
             return self.lexical.search(tokens, k)
@@ -587,6 +627,7 @@ class TextIndex:
         return bool(len(self) and self.bm25_search(word, 1))
 
     def dense_search(self, query: str, k: int, vector: np.ndarray | None = None) -> list[tuple[str, float]]:
+        self.refresh()
         if not len(self.vectors):
             return []
         vector = self.embedder.encode([query])[0] if vector is None else vector
@@ -642,6 +683,7 @@ class TextIndex:
         articles are left out before the cut to ``k`` (an answer's evidence), not shown flagged."""
         if k <= 0:
             raise InvalidInput("k must be positive")
+        self.refresh()
         if not len(self):
             return []
         n = max(candidates, k)

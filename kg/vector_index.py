@@ -117,6 +117,7 @@ class VectorIndex:
         nprobe: int | None = None,
         rerank: int | None = None,
         model: str | None = None,
+        read_only: bool = False,
     ) -> None:
         if not name or Path(name).name != name:
             raise ValueError(f"index name must be a plain file name, got {name!r}")
@@ -124,6 +125,7 @@ class VectorIndex:
             raise ValueError("dim, flat_max, nprobe and rerank must be positive")
         self.directory, self.name, self.dim = Path(directory), name, dim
         self.flat_max, self.nprobe, self.rerank, self.model = flat_max, nprobe, rerank, model
+        self.read_only = read_only  # a reader beside the data dir's writer: never writes, sweeps or migrates
         self.store = self.directory / f"{name}.vectors"
         self.map_path = self.store / "map.sqlite"
         self._lock = threading.RLock()
@@ -165,11 +167,20 @@ class VectorIndex:
         nprobe: int | None = None,
         rerank: int | None = None,
         model: str | None = None,
+        read_only: bool = False,
     ) -> VectorIndex:
         """The index in ``<directory>/<name>.vectors/`` (an empty one if there is none; a pair of an older
         medkg, ``<name>.faiss`` and ``<name>.ids.json``, is moved in once). ``VectorIndexError`` if a file
-        is damaged, or the vectors were made by a ``model`` other than the one given."""
-        self = cls(directory, name, dim, flat_max=flat_max, nprobe=nprobe, rerank=rerank, model=model)
+        is damaged, or the vectors were made by a ``model`` other than the one given. ``read_only``: the
+        last committed content, with nothing written, swept or moved (files a writer is making beside
+        it are left alone); writes raise."""
+        self = cls(
+            directory, name, dim, flat_max=flat_max, nprobe=nprobe, rerank=rerank, model=model, read_only=read_only
+        )
+        if read_only:
+            if self.map_path.exists():
+                self._load()
+            return self
         self._finish_swap()
         self._sweep(stale_only=True)
         if self.map_path.exists():
@@ -198,6 +209,12 @@ class VectorIndex:
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
+            if self.read_only:
+                try:
+                    self._db = sqlite3.connect(self.map_path, check_same_thread=False, isolation_level=None)
+                except sqlite3.DatabaseError as exc:
+                    raise VectorIndexError(f"{self.map_path} is not a valid id map: {exc}") from exc
+                return self._db
             self.store.mkdir(parents=True, exist_ok=True)
             try:
                 db = sqlite3.connect(self.map_path, check_same_thread=False, isolation_level=None)
@@ -298,7 +315,7 @@ class VectorIndex:
         self._verified_now.append((path.name, st.st_size, st.st_mtime_ns))
 
     def _remember_verified(self) -> None:
-        if not self._verified_now or self._db is None:
+        if not self._verified_now or self._db is None or self.read_only:
             return
         try:
             self._db.executemany("INSERT OR REPLACE INTO verified VALUES (?, ?, ?)", self._verified_now)
@@ -481,6 +498,7 @@ class VectorIndex:
         """Add or replace vectors; ids whose given fingerprint equals the stored one are skipped.
 
         Returns how many vectors were added or replaced. Duplicate ids in one call: the last one wins."""
+        self._writable()
         array = self._prepare(vectors, "vectors")
         if len(ids) != len(array) or (fingerprints is not None and len(fingerprints) != len(ids)):
             raise ValueError(f"got {len(ids)} ids, {len(array)} vectors and {len(fingerprints or ids)} fingerprints")
@@ -551,6 +569,7 @@ class VectorIndex:
         then one SQLite transaction (the commit point) that lists the segment and updates the id map.
         Killed before the commit, the old content stands and the next save removes the files it left;
         killed after, the new content opens."""
+        self._writable()
         with self._lock:
             if not self._dirty and self.map_path.exists():
                 return
@@ -606,6 +625,7 @@ class VectorIndex:
         """Switch the index to the kind its size calls for (exact up to ``flat_max``, IVF-PQ above);
         True if it did. Going to IVF trains the quantizer on a sample and writes the codes of every
         segment once; later saves append codes of the new vectors only."""
+        self._writable()
         with self._lock:
             if (self._kind == "flat") == (self._count <= self.flat_max):
                 return False
@@ -704,6 +724,7 @@ class VectorIndex:
         """Compact: write the live vectors again as a new store (dead rows dropped, a quantizer trained
         anew for the current size), then swap it in (two renames; a kill between them is finished by the
         next ``open``)."""
+        self._writable()
         with self._lock:
             self.save()
             work = self.directory / f".{self.name}.compact.tmp"
@@ -852,6 +873,10 @@ class VectorIndex:
                 "nlist": None if self._ivf is None else int(self._ivf.nlist),
                 "nprobe": None if self._ivf is None else self.probes(),
             }
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise VectorIndexError(f"{self.store} is open read-only here: the data dir's writer changes it")
 
     def close(self) -> None:
         with self._lock:

@@ -155,7 +155,12 @@ class ImageIndex:
     embeds nothing and another encoder re-embeds everything."""
 
     def __init__(
-        self, directory: Path | str, encoder: ImageEncoder, name: str = "images", thumbnails: bool = True
+        self,
+        directory: Path | str,
+        encoder: ImageEncoder,
+        name: str = "images",
+        thumbnails: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.directory = Path(directory)
         self.thumbnails = thumbnails
@@ -172,7 +177,9 @@ class ImageIndex:
             self._db.execute("DELETE FROM thumbnails")  # kept while thumbnails were on: no pixels now
             self._db.commit()
         try:
-            self.vectors = VectorIndex.open(self.directory, name, encoder.dimension, model=encoder.signature)
+            self.vectors = VectorIndex.open(
+                self.directory, name, encoder.dimension, model=encoder.signature, read_only=read_only
+            )
         except Exception:
             self._db.close()
             raise

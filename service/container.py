@@ -20,7 +20,7 @@ from kg.name_index import NameIndex
 from kg.nlp import build_pipeline
 from kg.settings import Settings, load_settings
 from kg.text_index import TextIndex
-from service.data_lock import DataDirLock
+from service.data_lock import DataDirLock, WriterLock
 
 if TYPE_CHECKING:
     from ingest.llm_extract import MergeResult
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from multimodal.encoders import ImageEncoder
     from multimodal.image_index import ImageIndex
     from service.qa.engine import QAEngine
+    from service.qa.graph_sessions import GraphSessionStore
     from service.qa.llm import LLMAnswerer
     from service.qa.sessions import SessionStore
     from service.radiology.generator import ReportGenerator
@@ -63,15 +64,22 @@ _KEPT_ON_CLOSE = frozenset({"text_embedder", "nlp", "image_encoder"})
 class Container:
     """Lazily built components for one process; ``close()`` releases them."""
 
-    def __init__(self, settings: Settings | None = None, graph: BaseGraphStore | None = None) -> None:
-        """``graph``: an open store to use instead of the configured one (the caller closes it)."""
+    def __init__(
+        self, settings: Settings | None = None, graph: BaseGraphStore | None = None, read_only: bool = False
+    ) -> None:
+        """``graph``: an open store to use instead of the configured one (the caller closes it).
+        ``read_only``: the indexes are opened as a reader beside the data dir's writer (`medkg serve` over
+        Neo4j, one of several replicas): nothing written, each generation an ingest publishes opened at
+        the next search."""
         self.settings = settings or load_settings()
+        self.read_only = read_only
         self._build_lock = threading.RLock()
         import faiss
 
         faiss.omp_set_num_threads(self.settings.faiss_threads)  # process-wide, as FAISS's threads are
         self._owns_graph = graph is None
         self._data_lock = DataDirLock(self.settings.data_dir)
+        self._writer_lock = WriterLock(self.settings.data_dir)
         if graph is not None:
             self.__dict__["graph"] = graph
 
@@ -83,6 +91,14 @@ class Container:
             self._data_lock.acquire("opening the data dir")
         except PermissionError as exc:  # a data dir this process cannot write: nothing to guard
             logger.warning("the data dir's lock file cannot be created (%s); going on without it", exc)
+
+    def claim_writer(self, what: str) -> None:
+        """Become the data dir's one writer (:class:`service.data_lock.WriterLock`) until :meth:`close`:
+        loads, reindexing and relinking call it first. :class:`DataDirBusy` naming the writer holding it."""
+        if self.read_only:
+            raise ValueError("a read-only container cannot write")
+        self._use_data_dir()
+        self._writer_lock.acquire(what)
 
     @cached_property
     def graph(self) -> BaseGraphStore:
@@ -100,12 +116,12 @@ class Container:
     @cached_property
     def entity_index(self) -> EntityIndex:
         self._use_data_dir()
-        return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder)
+        return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder, read_only=self.read_only)
 
     @cached_property
     def text_index(self) -> TextIndex:
         self._use_data_dir()
-        return TextIndex(self.settings.data_dir / "indexes", self.text_embedder)
+        return TextIndex(self.settings.data_dir / "indexes", self.text_embedder, read_only=self.read_only)
 
     @cached_property
     def nlp(self) -> Language:
@@ -195,7 +211,19 @@ class Container:
         )
 
     @cached_property
-    def sessions(self) -> SessionStore:
+    def sessions(self) -> SessionStore | GraphSessionStore:
+        """Conversation sessions: in the graph store when it is Neo4j (every API replica sees them),
+        else in ``<data dir>/sessions.sqlite``."""
+        from kg.graph.neo4j_store import Neo4jGraphStore
+
+        given = self.__dict__.get("graph")  # a store handed in, or one opened already, says; else the settings
+        in_graph = isinstance(given, Neo4jGraphStore) if given is not None else self.settings.graph_backend == "neo4j"
+        if in_graph:
+            from service.qa.graph_sessions import GraphSessionStore
+
+            return GraphSessionStore(
+                self.graph, ttl_s=self.settings.session_ttl_s, half_life_s=self.settings.session_half_life_s
+            )
         from service.qa.sessions import SessionStore
 
         self._use_data_dir()
@@ -263,8 +291,9 @@ class Container:
 
         self._use_data_dir()
         return ImageIndex(
-            self.settings.data_dir / "indexes", self.image_encoder, thumbnails=self.settings.image_thumbnails
-        )
+            self.settings.data_dir / "indexes", self.image_encoder, thumbnails=self.settings.image_thumbnails,
+            read_only=self.read_only,
+        )  # fmt: skip
 
     @cached_property
     def reports(self) -> ReportStore:
@@ -340,6 +369,7 @@ class Container:
             if isinstance(attr, cached_property) and name not in _KEPT_ON_CLOSE:
                 if name != "graph" or self._owns_graph:
                     self.__dict__.pop(name, None)
+        self._writer_lock.release()
         self._data_lock.release()
 
     def __enter__(self) -> Container:

@@ -108,6 +108,7 @@ def load_literature_ray(
     workers: int | None = None,
     shard_dir: Path | None = None,
     keep_shards: bool = False,
+    checkpoint_every: int = 5000,
 ) -> RayLoad:
     """Files of articles loaded through the Ray Data pipeline (:mod:`ingest.pubmed.distributed`): a
     local Ray of ``workers`` CPUs (default: this machine's cores), or the cluster at ``address``; shard
@@ -115,6 +116,7 @@ def load_literature_ray(
     reach, as they need the data dir's entity index when linking), then merged here."""
     from ingest.pubmed.distributed import (
         MANIFEST,
+        PrepareResult,
         RayLoad,
         WorkerKit,
         merge_shards,
@@ -129,12 +131,15 @@ def load_literature_ray(
     home = c.settings.data_dir / "shards"
     plan = plan_shards(files, kit, shard_dir or home, home / MANIFEST)
     before = len(plan.shards) - len(plan.to_merge)
-    with ray_session(address, workers) as resources:
-        gpus = resources.get("GPU", 0) if c.settings.embedding_device.startswith("cuda") else 0
-        prepared = prepare_shards(plan, kit, workers=workers, gpus=gpus, progress=progress)
+    prepared = PrepareResult()
+    if plan.to_prepare:  # Ray is started only when there is something to prepare
+        with ray_session(address, workers) as resources:
+            gpus = resources.get("GPU", 0) if c.settings.embedding_device.startswith("cuda") else 0
+            prepared = prepare_shards(plan, kit, workers=workers, gpus=gpus, progress=progress)
     loader = PubmedLoader(
-        c.graph, c.text_index, c.nlp, linker, max_words=c.settings.passage_max_words, progress=progress
-    )
+        c.graph, c.text_index, c.nlp, linker, max_words=c.settings.passage_max_words, progress=progress,
+        checkpoint_every=checkpoint_every, batch_size=min(256, checkpoint_every),
+    )  # fmt: skip
     started = time.perf_counter()
     summary, merged = merge_shards(loader, plan, source, keep=keep_shards)
     return RayLoad(

@@ -15,7 +15,7 @@ import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ingest.batches import Checkpoint, batched_load
+from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Deletion
 from ingest.pubmed.passages import MAX_WORDS, ArticleText, Passage, Sentence, article_text, split_passages
 from ingest.summary import IngestSummary, Problem
@@ -166,14 +166,14 @@ class PubmedLoader:
     # ---- driver ------------------------------------------------------------------------------
     def load(
         self,
-        records: Iterable[Article | PreparedArticle | Deletion | Problem | Checkpoint],
+        records: Iterable[Article | PreparedArticle | Deletion | Problem],
         source: str = SOURCE,
         *,
         on_commit: Callable[[], None] | None = None,
     ) -> IngestSummary:
         """Load ``records`` (articles, or articles prepared elsewhere); ``on_commit()`` is called after
         each checkpoint, when every record taken from ``records`` so far is durable (an Entrez fetch
-        records its PMIDs as delivered only then); a ``CHECKPOINT`` in the stream makes one now."""
+        records its PMIDs as delivered only then)."""
         report = IngestSummary(source=source)
         started = time.perf_counter()
         waiting: dict[str, DocumentRecord] = {}  # citation records written at the next checkpoint
@@ -194,9 +194,6 @@ class PubmedLoader:
             unit=" records",
         ) as batches:
             for record in records:
-                if isinstance(record, Checkpoint):
-                    batches.checkpoint()
-                    continue
                 batches.tick()
                 if isinstance(record, Problem):
                     report.problem(record)

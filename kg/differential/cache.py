@@ -5,6 +5,7 @@ arrays and plain containers; a cache that does not load, or is stale, is rebuilt
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,7 @@ class PhenotypeCache:
     def save(self, index: PhenotypeIndex) -> None:
         """Write ``index`` with the current stamp (whole or not at all: a temporary file replaced)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # replicas may write it at once
         with tmp.open("wb") as f:
             pickle.dump({"stamp": self._stamp(), "index": index}, f, protocol=pickle.HIGHEST_PROTOCOL)
         tmp.replace(self.path)

@@ -5,8 +5,8 @@ a uniqueness constraint on ``Entity.id``, parameters only. Connection and authen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import neo4j
 from neo4j import exceptions as neo4j_errors
@@ -16,6 +16,8 @@ from kg.graph.base import BaseGraphStore
 from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreUnavailable
 from kg.graph.rows import key_rows
 from kg.model import Direction
+
+T = TypeVar("T")
 
 __all__ = ["Neo4jGraphStore"]
 
@@ -92,6 +94,20 @@ class Neo4jGraphStore(BaseGraphStore):
             raise GraphStoreError(f"Neo4j query failed ({exc.code}): {exc.message}") from exc
         except neo4j_errors.TransactionError as exc:  # an earlier statement failed the transaction
             raise GraphStoreError(TRANSACTION_ABORTED) from exc
+
+    def transact(self, work: Callable[[Any], T], *, write: bool = True) -> T:
+        """``work(tx)`` in a managed transaction of its own (retried by the driver on transient errors, so
+        ``work`` must only read and write through ``tx``), outside the store's write lock: for state that
+        is not knowledge, kept where every API replica sees it (:mod:`service.qa.graph_sessions`)."""
+        try:
+            with self._driver.session(database=self.database) as session:
+                return session.execute_write(work) if write else session.execute_read(work)
+        except neo4j_errors.AuthError as exc:
+            raise GraphStoreUnavailable(f"Neo4j at {self.uri} refused the credentials: {exc.message}") from exc
+        except _UNAVAILABLE as exc:
+            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+        except neo4j_errors.Neo4jError as exc:
+            raise GraphStoreError(f"Neo4j query failed ({exc.code}): {exc.message}") from exc
 
     def _begin(self) -> None:
         try:

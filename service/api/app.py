@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from kg.errors import InvalidInput
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
-from kg.settings import Settings, SettingsError, load_settings
+from kg.settings import GraphBackend, Settings, SettingsError, load_settings
 from kg.vector_index import VectorIndexError
 from service.api.overload import install_overload_limit
 from service.api.readiness import Readiness
@@ -58,7 +58,10 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         announce_startup(app_settings)
-        app.state.container = container or Container(app_settings)
+        # over Neo4j, `medkg serve` is a reader (any number of replicas; loads are `medkg ingest` processes)
+        app.state.container = container or Container(
+            app_settings, read_only=app_settings.graph_backend == GraphBackend.neo4j
+        )
         app.state.readiness = Readiness(app.state.container, build)
         if warm:
             app.state.readiness.start()

@@ -41,12 +41,20 @@ def settings() -> Settings:
 
 
 @contextmanager
-def container(embeds: bool = False) -> Iterator[Container]:
+def container(embeds: bool = False, writes: str | None = None) -> Iterator[Container]:
     """A container whose configuration and store errors end the command with a one-line message; for a
-    command that ``embeds``, a line saying which embedding path it loads when the model loads (seconds)."""
+    command that ``embeds``, a line saying which embedding path it loads when the model loads (seconds);
+    a command that ``writes`` (its name) is the data dir's one writer, or ends saying who is."""
     from service.container import Container
+    from service.data_lock import DataDirBusy
 
     c = Container(settings())
+    if writes:
+        try:
+            c.claim_writer(writes)
+        except DataDirBusy as exc:
+            c.close()
+            raise fail(str(exc)) from None
     if embeds:  # said when the model loads, so bad input fails first with its one line
         c.text_embedder.on_load = lambda _: announce_embedding(c.settings)
     try:

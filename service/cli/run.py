@@ -33,7 +33,7 @@ def demo(
 
     announce_embedding(settings())
     shared = find_shared_data(shared_data)
-    with container() as c:
+    with container(writes="medkg demo") as c:
         for part in graph_parts(c, shared, progress=progress):
             for event in part.run():
                 show_demo(out, err, event)

@@ -23,6 +23,7 @@ from service.qa.sessions import SessionStore, Turn, conversation_context, expand
 
 if TYPE_CHECKING:
     from multimodal.dicom import DicomImage
+    from service.qa.graph_sessions import GraphSessionStore
 
 __all__ = ["QAEngine", "QAOptions", "QAResponse", "UnknownSession", "LLMError"]
 
@@ -145,7 +146,7 @@ class QAEngine:
         retriever: Retriever,
         composer: ExtractiveComposer | None = None,
         llm: LLMAnswerer | None = None,
-        sessions: SessionStore | None = None,
+        sessions: SessionStore | GraphSessionStore | None = None,
         default_budget: int = 1500,
         image_evidence: Callable[[DicomImage | None, str | None], list[EvidenceItem]] | None = None,
     ) -> None:

@@ -16,10 +16,48 @@ def test_compose_runs_neo4j_526_and_the_api_on_it() -> None:
     api = services["api"]
     env = api["environment"]
     assert env["MEDKG_GRAPH_BACKEND"] == "neo4j"
-    assert env["MEDKG_NEO4J_URI"] == "bolt://neo4j:7687"
+    assert env["MEDKG_NEO4J_URI"] == "${MEDKG_NEO4J_URI:-bolt://neo4j:7687}"  # or a cluster's neo4j+s:// URI
     assert api["depends_on"]["neo4j"]["condition"] == "service_healthy"
     known = {f"MEDKG_{name.upper()}" for name in Settings.model_fields}
-    assert set(env) <= known, f"unknown settings in compose: {set(env) - known}"
+    for name, service in services.items():
+        names = {k for k in service.get("environment", {}) if k.startswith("MEDKG_")}
+        assert names <= known, f"unknown settings in compose's {name}: {names - known}"
+
+
+def test_api_replicas_behind_the_proxy() -> None:
+    """`docker compose up --scale api=3`: the replicas publish no host port (they would collide); the
+    proxy does, re-resolves "api" to every replica, and is the one address the API trusts for
+    X-Forwarded-For."""
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    api, proxy = services["api"], services["proxy"]
+    assert "ports" not in api and "container_name" not in api
+    assert proxy["ports"] == ["127.0.0.1:8000:8000"] and proxy["depends_on"] == ["api"]
+    conf_mount = next(v for v in proxy["volumes"] if v.endswith("/etc/nginx/conf.d/default.conf:ro"))
+    conf = (ROOT / conf_mount.split(":")[0]).read_text()
+    assert "server api:8000 resolve;" in conf and "resolver 127.0.0.11" in conf
+    assert "X-Forwarded-For $proxy_add_x_forwarded_for" in conf
+    assert api["environment"]["MEDKG_TRUSTED_PROXIES"] == proxy["networks"]["medkg"]["ipv4_address"]
+
+
+def test_ray_services_and_the_ingest_job_match_the_cli() -> None:
+    """The Ray head and workers share the image, the data volume and the input folder with the ingest
+    job, whose documented command's options exist in `medkg ingest pubmed`."""
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    head, worker, job = services["ray-head"], services["ray-worker"], services["ingest"]
+    assert head["command"][:3] == ["ray", "start", "--head"] and "--port=6379" in head["command"]
+    assert "--address=ray-head:6379" in worker["command"]
+    for service in (head, worker, job, services["api"]):
+        assert service["volumes"] == ["medkg-data:/var/lib/medkg", "./input:/input:ro"]
+        assert service["image"] == "medkg:latest"
+    assert "medkg ingest pubmed /input --ray --ray-address ray-head:6379" in text
+    help_text = CliRunner().invoke(app, ["ingest", "pubmed", "--help"], terminal_width=200).output
+    for option in ("--ray", "--ray-address", "--workers", "--shard-dir", "--keep-shards"):
+        assert option in help_text
 
 
 def test_dockerfile_copies_every_package_and_serves() -> None:

@@ -107,7 +107,8 @@ def test_the_path_is_chosen_by_the_cpu() -> None:
     ("backend", "dtype", "device", "message"),
     [
         ("tensorrt", "auto", "cpu", "must be one of"),
-        ("auto", "float16", "cpu", "dtype must be"),
+        ("auto", "float8", "cpu", "dtype must be"),
+        ("auto", "float16", "cpu", "float16 embeddings run on a GPU"),
         ("onnx", "bfloat16", "cpu", "runs float32 or int8"),
         ("onnx", "auto", "cuda", "CPU only"),
         ("torch", "int8", "cuda", "int8 embeddings run on the onnx backend"),
@@ -116,6 +117,23 @@ def test_the_path_is_chosen_by_the_cpu() -> None:
 def test_settings_that_cannot_run_are_refused(backend: str, dtype: str, device: str, message: str) -> None:
     with pytest.raises(EmbedderError, match=message):
         check_path(backend, dtype, device)
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [(True, "bfloat16"), (False, "float16")])
+def test_a_gpu_embeds_in_half_precision(monkeypatch: pytest.MonkeyPatch, bf16: bool, expected: str) -> None:
+    """MEDKG_EMBEDDING_DEVICE=cuda: bfloat16 on GPUs that have it (A100, H100, H200), else float16; the
+    batches grow to 512 texts (sorted by length by sentence-transformers, so each pads little)."""
+    from kg import embedding_paths
+    from kg.embedders import build_embedder
+
+    monkeypatch.setattr(embedding_paths, "_accelerator_bf16", lambda device: bf16)
+    path = resolve_path("auto", "auto", device="cuda")
+    assert (path.backend, path.dtype) == ("torch", expected) and path.suffix == f"@{expected}"
+    assert resolve_path("torch", "float32", device="cuda:1").dtype == "float32"
+    embedder = build_embedder(load_settings(embedding_device="cuda"))
+    assert (embedder.device, embedder.dtype, embedder.batch_size) == ("cuda", expected, 512)
+    assert build_embedder(load_settings(embedding_device="cuda", embedding_batch_size=2048)).batch_size == 2048
+    assert build_embedder(load_settings()).batch_size == 16
 
 
 def test_the_settings_refuse_them_at_start(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -87,8 +87,9 @@ def queries_from(c: Container) -> list[str]:
 
 
 def test_a_ray_load_equals_a_one_process_load_on_both_backends(request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    """Today's loader on the embedded store, then the Ray pipeline on each backend: the same graph,
-    passages, mentions, co-mentions and top 10 of 50 searches. (Embedding in float32: in bfloat16 a
+    """Today's loader on the embedded store, then the Ray pipeline (its shards prepared once, merged into
+    each backend): the same graph, passages, mentions, co-mentions and top 10 of 50 searches. (Embedding
+    in float32: in bfloat16 a
     vector depends a little on the batch it was computed in, and one in 50 rankings swapped two
     neighbours at ranks 9 and 10.)"""
     files = [p for p in expand_paths([shared("pubmed_xml")]) if p.suffix == ".xml"]
@@ -99,17 +100,20 @@ def test_a_ray_load_equals_a_one_process_load_on_both_backends(request: pytest.F
     assert plain.summary.read["mentions"] > 800 and len(queries) == 50
 
     backends = ["ladybug"] + (["neo4j"] if neo4j_settings() or os.environ.get("CI") == "true" else [])
-    for backend in backends:
+    shards = tmp_path / "shards"
+    for backend in backends:  # Ray prepares the shards once; they are merged into each backend
         with fresh(request, backend, tmp_path / f"ray-{backend}") as c:
-            loaded = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2)
-            assert loaded.prepared.shards == loaded.merged == len(files) and loaded.merged_before == 0
+            loaded = ingestion.load_literature_ray(
+                c, files, "pubmed", link=True, progress=False, workers=2, shard_dir=shards, keep_shards=True
+            )
+            assert loaded.prepared.shards == (len(files) if backend == "ladybug" else 0)
+            assert loaded.merged == len(files) and loaded.merged_before == 0
             read = loaded.summary.read
             assert read["passage vectors made by the workers"] == read["passages embedded"] > 900  # none made here
             for what in ("articles read", "passages", "mentions"):
                 assert read[what] == plain.summary.read[what], (backend, what)
             assert [str(p) for p in loaded.summary.problems] == [str(p) for p in plain.summary.problems]
             got = snapshot(c, queries)
-            assert not list((c.settings.data_dir / "shards").glob("*.parquet"))  # merged shards are dropped
         for key in expected:
             assert got[key] == expected[key], (backend, key)
 
@@ -119,20 +123,20 @@ def test_a_ray_load_resumes_by_shard(request: pytest.FixtureRequest, tmp_path: P
     the re-run prepares nothing again, merges only the rest, and ends as an uninterrupted load."""
     from ingest.pubmed import distributed
 
-    files = [p for p in expand_paths([shared("pubmed_xml", "ncbiutils"), shared("pubmed_xml", "user_exports")])]
+    files = expand_paths([shared("pubmed_xml", "ncbiutils"), shared("pubmed_xml", "biopython_entrez")])
     with fresh(request, "ladybug", tmp_path / "ray") as c:
         real_read = distributed.read_shard
-        broken = {"after": 3}
+        broken = {"after": 10}
 
-        def read_shard(path: Path):  # the fourth shard's file cannot be read
+        def read_shard(path: Path):  # the eleventh shard's file cannot be read
             if broken["after"] == 0:
                 raise OSError(f"{path}: disk error")
             broken["after"] -= 1
             yield from real_read(path)
 
         monkeypatch.setattr(distributed, "read_shard", read_shard)
-        with pytest.raises(OSError, match="disk error"):
-            ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2)
+        with pytest.raises(OSError, match="disk error"):  # a checkpoint every few records: shards merged before
+            ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2, checkpoint_every=2)
         monkeypatch.setattr(distributed, "read_shard", real_read)
         again = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2)
         assert again.prepared.shards == 0  # every shard was written by the first run
@@ -140,6 +144,7 @@ def test_a_ray_load_resumes_by_shard(request: pytest.FixtureRequest, tmp_path: P
         resumed = snapshot(c, [])
         third = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2)
         assert third.merged_before == len(files) and third.merged == third.prepared.shards == 0
+        assert not list((c.settings.data_dir / "shards").glob("*.parquet"))  # merged shards are dropped
     with fresh(request, "ladybug", tmp_path / "plain") as c:
         ingestion.load_literature(c, iter_records(files), "pubmed", link=True, extract=False, progress=False)
         assert snapshot(c, []) == resumed

