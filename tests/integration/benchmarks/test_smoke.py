@@ -29,6 +29,22 @@ def test_ingest_benchmark_subset(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ladybug:" in out and "neo4j:" in out and "ratio ladybug/neo4j" in out
 
 
+def test_gpu_embedding_benchmark_runs_its_path_on_the_cpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The device benchmark (run where an accelerator is lent) on this machine's CPU: the same code."""
+    from benchmarks import gpu_embedding
+
+    contexts = [c for item in json.loads(shared("pubmedqa", "pqal_dev.json").read_text()).values()
+                for c in item["CONTEXTS"]][:20]  # fmt: skip
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"text": c}) + "\n" for c in contexts))
+    figures_path = tmp_path / "gpu.json"
+    args = ["--device", "cpu", "--passages", "64", "--texts", str(texts), "--json", str(figures_path)]
+    assert gpu_embedding.main(args) == 0
+    assert "passages/s over 64; 100M passages in" in capsys.readouterr().out
+    figures = json.loads(figures_path.read_text())
+    assert figures["passages"] == 64 and figures["passages_per_s"] > 0 and figures["cosine_to_float32_min"] > 0.99
+
+
 @pytest.mark.slow
 def test_pubmed_ingest_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     source = shared("pubmed_xml")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kg.text_index import DocumentRecord, PassageRecord, TextIndex
+from kg.vector_index import VectorIndexError
 
 PASSAGES = [
     PassageRecord("PMID:1#s0", "PMID:1", "Marfan syndrome causes aortic root dilation and lens dislocation."),
@@ -192,7 +193,6 @@ def test_an_index_embedded_by_another_model_is_refused_until_reindexed(tmp_path:
     """Switching MEDKG_EMBEDDING_MODEL to a model of the same dimension: the old vectors are not mixed
     with queries embedded by the new one; the error says to reindex, and reindex embeds everything."""
     from kg.embedders import TextEmbedder, resolve_model_path
-    from kg.vector_index import VectorIndexError
 
     index = TextIndex(tmp_path, text_embedder)
     index.add(PASSAGES)
@@ -358,3 +358,23 @@ def test_the_passage_count_is_kept_with_the_passages(tmp_path: Path, text_embedd
     reopened.remove_documents(["PMID:3"])
     assert len(reopened) == 3 == reopened._db.execute("SELECT count(*) FROM passages").fetchone()[0]
     reopened.close()
+
+
+def test_a_reader_opens_each_generation_the_writer_publishes(tmp_path: Path, text_embedder) -> None:
+    """An API replica's passage index (read-only) finds what the writer commits after it opened, at its
+    next search once the writer has published the generation, without being opened again."""
+    writer = TextIndex(tmp_path, text_embedder)
+    writer.add([PassageRecord("PMID:1#s0", "PMID:1", "Losartan slowed aortic root dilatation in Marfan syndrome.")])
+    writer.commit()
+    reader = TextIndex(tmp_path, text_embedder, read_only=True)
+    reader.generations.every_s = 0  # looks at every search (in service: at most once a second)
+    assert [h.id for h in reader.search("aortic root dilatation", k=5)] == ["PMID:1#s0"]
+    writer.add([PassageRecord("PMID:2#s0", "PMID:2", "Valproic acid remains effective for generalized epilepsy.")])
+    assert [h.id for h in reader.search("valproic acid epilepsy", k=5)] == []  # not committed yet
+    writer.commit()
+    assert [h.id for h in reader.search("valproic acid epilepsy", k=5)] == ["PMID:2#s0"]
+    assert [h for h, _ in reader.bm25_search("valproic", 5)] == ["PMID:2#s0"] and len(reader) == 2
+    with pytest.raises(VectorIndexError, match="read-only"):
+        reader.add([PassageRecord("PMID:3#s0", "PMID:3", "x")])
+    with pytest.raises(VectorIndexError, match="read-only"):
+        reader.commit()

@@ -528,3 +528,25 @@ def test_temporary_files_of_a_killed_save_are_swept_on_open(tmp_path: Path) -> N
     reopened = VectorIndex.open(tmp_path, "entities", DIM)
     assert len(reopened) == 5
     assert not any(p.exists() for p in stale) and fresh.exists()
+
+
+def test_a_reader_sees_the_last_commit_and_leaves_a_writers_files_alone(tmp_path: Path) -> None:
+    """An API replica opens the index read-only beside the data dir's writer: it reads the committed
+    content, deletes none of the files a save in progress has written (a writer's open would sweep them),
+    and refuses to write."""
+    writer, ids, vectors = _filled(tmp_path, 50)
+    writer.save()
+    unlisted = writer.store / "seg-000099.f32"  # what a save killed or still running leaves unlisted
+    unlisted.write_bytes(b"\0" * 64)
+    reader = VectorIndex.open(tmp_path, "entities", DIM, read_only=True)
+    assert len(reader) == 50 and reader.search(vectors[:1], 1)[0][0][0] == ids[0]
+    assert unlisted.exists()
+    with pytest.raises(VectorIndexError, match="read-only"):
+        reader.upsert(["HP:9"], _vectors(1, seed=9))
+    with pytest.raises(VectorIndexError, match="read-only"):
+        reader.save()
+    writer.upsert(["HP:new"], _vectors(1, seed=7))
+    writer.save()
+    assert len(reader) == 50  # its generation, until it is opened again
+    assert len(VectorIndex.open(tmp_path, "entities", DIM, read_only=True)) == 51
+    assert not VectorIndex.open(tmp_path / "none", "entities", DIM, read_only=True).store.exists()  # nothing made
