@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kg.curie import normalize_curie
 from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
@@ -17,6 +17,16 @@ Deps = Annotated[Container, Depends(get_container)]
 
 
 class DifferentialRequest(BaseModel):
+    # a case states at least one observed phenotype: as HPO terms, or in text
+    model_config = ConfigDict(
+        json_schema_extra={
+            "anyOf": [
+                {"required": ["terms"], "properties": {"terms": {"minItems": 1}}},
+                {"required": ["text"], "properties": {"text": {"type": "string", "minLength": 1}}},
+            ]
+        }
+    )
+
     terms: list[str] = Field(default_factory=list, max_length=200, description="Observed HPO terms.")
     text: str | None = Field(
         default=None,

@@ -94,8 +94,8 @@ def get_entity(graph: Graph, entity_id: str) -> Entity:
 @router.get("/graph/paths", response_model=list[PathOut])
 def paths(
     graph: Graph,
-    source: str,
-    target: str,
+    source: Annotated[str, Query(min_length=1, max_length=200, description="An entity id (CURIE).")],
+    target: Annotated[str, Query(min_length=1, max_length=200, description="An entity id (CURIE).")],
     max_hops: Annotated[int, Query(ge=1, le=4)] = 3,
     free_same_as: Annotated[int, Query(ge=0, le=3)] = 2,
     type: Annotated[list[str] | None, Query()] = None,

@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from multimodal.dicom import DicomImage
-from service.api.deps import get_container
+from service.api.deps import body_schema, get_container
 from service.api.uploads import read_upload
 from service.container import Container
 from service.qa.engine import QAOptions, QAResponse
@@ -66,7 +66,7 @@ async def _read_request(c: Container, request: Request) -> tuple[QARequest, Dico
         raise HTTPException(415, f"send application/json or multipart/form-data, not {content_type!r}")
     raw = await request.body()
     try:
-        return QARequest.model_validate_json(raw), None
+        return QARequest.model_validate_json(raw, strict=True), None  # 0 is not false: the schema says boolean
     except ValidationError as exc:
         if any(e["type"] == "json_invalid" for e in exc.errors()):
             raise HTTPException(422, f"request body is not valid JSON: {exc.errors()[0]['msg']}") from None
@@ -80,7 +80,7 @@ async def _read_request(c: Container, request: Request) -> tuple[QARequest, Dico
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": QARequest.model_json_schema()},
+                "application/json": {"schema": body_schema(QARequest)},
                 "multipart/form-data": {
                     "schema": {
                         "type": "object",

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from service.api.deps import get_container
+from service.api.deps import body_schema, get_container
 from service.api.uploads import read_upload
 from service.container import Container
 from service.radiology.generator import GeneratedReport, UnknownImage
@@ -41,7 +41,7 @@ class ReportRequest(BaseModel):
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": ReportRequest.model_json_schema()},
+                "application/json": {"schema": body_schema(ReportRequest)},
                 "multipart/form-data": {
                     "schema": {
                         "type": "object",
@@ -82,7 +82,7 @@ async def reports(c: Deps, request: Request) -> Any:
                 raise HTTPException(422, "attach the study as the multipart file part 'file'")
             image = await read_upload(c, upload)
         elif content_type in ("application/json", ""):
-            body = ReportRequest.model_validate_json(await request.body())
+            body = ReportRequest.model_validate_json(await request.body(), strict=True)
             if not body.image_id:
                 raise HTTPException(422, "give image_id (an indexed study), or upload a DICOM as multipart 'file'")
         else:

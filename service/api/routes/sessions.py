@@ -14,7 +14,22 @@ router = APIRouter(prefix="/v1", tags=["qa"])
 Deps = Annotated[Container, Depends(get_container)]
 
 
-@router.post("/sessions", response_model=Session, status_code=201)
+@router.post(
+    "/sessions",
+    response_model=Session,
+    status_code=201,
+    responses={
+        201: {
+            "description": "The new session.",
+            "links": {  # what a client (and schemathesis's stateful phase) does next with it
+                "GetSession": {
+                    "operationId": "get_session_v1_sessions__session_id__get",
+                    "parameters": {"session_id": "$response.body#/id"},
+                }
+            },
+        }
+    },
+)
 def create_session(c: Deps) -> Session:
     """A new session; pass its ``id`` as ``session_id`` to ``POST /v1/qa``. It expires after
     MEDKG_SESSION_TTL_S without a turn."""

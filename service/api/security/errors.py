@@ -5,6 +5,7 @@ of problems."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
@@ -14,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 
 __all__ = ["ErrorBody", "document_errors", "error_code", "error_response", "install_error_handlers"]
 
@@ -61,9 +63,11 @@ def error_response(
 # --- error handlers --------------------------------------------------------------------------------
 
 
-async def _http_error(_: Request, exc: Exception) -> Response:
+async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     headers = dict(exc.headers) if exc.headers else None
+    if exc.status_code == 405:  # Starlette names the methods of the first route of the path only
+        headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
     if exc.status_code < 200 or exc.status_code in (204, 205, 304):
         return Response(status_code=exc.status_code, headers=headers)
     return error_response(exc.status_code, exc.detail, headers=headers)
@@ -88,6 +92,16 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal error", "internal_error")
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of the request's path answers (HEAD with GET, as Starlette serves it)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)  # PARTIAL: the path, not the method
+        if match != Match.NONE and getattr(route, "methods", None):
+            methods |= set(route.methods)
+    return sorted(methods)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer HTTP errors, validation errors and unhandled exceptions in the one error shape."""
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -106,9 +120,32 @@ class ErrorBody(BaseModel):
     status: int = Field(description="The HTTP status, repeated.")
 
 
-def document_errors(app: FastAPI) -> None:
-    """Declare the app's one error shape in the OpenAPI schema: FastAPI's default 422 schema
-    (``{"detail": [...]}``) is not what this app answers, and clients generated from it would fail."""
+_RETRY_AFTER = {"Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}}}
+# What the layers in front of every route can answer, besides what a route itself documents.
+_GUARDED = {
+    "401": ("A key is required (MEDKG_API_KEYS) and none or a wrong one was sent.", None),
+    "403": ("Open mode (no keys configured): the client is not on loopback, or a foreign page sent it.", None),
+    "429": ("Rate limit (MEDKG_RATE_LIMIT_PER_MINUTE) exceeded.", _RETRY_AFTER),
+}
+_ALWAYS = {
+    "503": (
+        "Unavailable: overloaded (MEDKG_MAX_IN_FLIGHT), the graph store is down, or an index is damaged.",
+        _RETRY_AFTER,
+    ),
+}
+_WITH_BODY = {
+    "413": ("The request body is larger than MEDKG_MAX_REQUEST_BYTES (MEDKG_MAX_UPLOAD_BYTES for uploads).", None)
+}
+_WITH_INPUT = {"422": ("A parameter or the body is not valid: the problems in detail.", None)}
+_MULTIPART = {"400": ("A multipart body that cannot be parsed.", None)}
+
+
+def document_errors(app: FastAPI, public: Callable[[str], bool]) -> None:
+    """Declare every error status each operation can answer, in the app's one error shape, in the
+    OpenAPI schema: what the route documents, and what the layers in front of it answer (keys 401/403
+    and the rate limit 429 on paths that are not ``public``, the overload limit and a store down 503,
+    the body limit 413, validation 422), 429 and 503 with their ``Retry-After``. FastAPI's default 422
+    schema (``{"detail": [...]}``) is not what this app answers, and clients generated from it would fail."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -118,9 +155,22 @@ def document_errors(app: FastAPI) -> None:
         schemas = schema.setdefault("components", {}).setdefault("schemas", {})
         schemas["ErrorBody"] = ErrorBody.model_json_schema()
         body = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
-        for item in schema.get("paths", {}).values():
+        for path, item in schema.get("paths", {}).items():
             for operation in item.values():
-                responses = operation.get("responses", {})
+                responses = operation.setdefault("responses", {})
+                extra = dict(_ALWAYS)
+                if not public(path):
+                    extra |= _GUARDED
+                if "requestBody" in operation:
+                    extra |= _WITH_BODY
+                if "requestBody" in operation or operation.get("parameters"):
+                    extra |= _WITH_INPUT
+                if "multipart/form-data" in operation.get("requestBody", {}).get("content", {}):
+                    extra |= _MULTIPART
+                for status, (description, headers) in extra.items():
+                    response = responses.setdefault(status, {"description": description})
+                    if headers:
+                        response.setdefault("headers", {}).update(headers)
                 for status, response in responses.items():
                     if status[:1] in ("4", "5"):
                         response["content"] = body

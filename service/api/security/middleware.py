@@ -127,6 +127,6 @@ def install_security(app: FastAPI, settings: Settings) -> None:
             allow_headers=["Authorization", "X-API-Key", "Content-Type"],
             expose_headers=["Retry-After"],
         )
-    document_errors(app)
+    document_errors(app, is_public)
     if state.keys:
         document_keys(app)
