@@ -66,7 +66,7 @@ class EntityIndex:
         self.embedder = embedder
         self.name = name
         self.read_only = read_only  # a reader beside the data dir's writer (an API replica, a Ray worker)
-        self.generations = Generations(self.directory)
+        self.generations = Generations(self.directory, name)
         self._index: VectorIndex | None = None
         self._opening = threading.Lock()
 
@@ -144,7 +144,7 @@ class EntityIndex:
         rebuilt = index.fit_kind()
         if embedded or removed or rebuilt:
             index.save()
-            self.generations.publish("entities")
+            self.generations.publish()
         return IndexUpdate(embedded, unchanged, removed, len(index), round(time.perf_counter() - started, 2))
 
     def reindex(self, store: BaseGraphStore, progress: bool = True) -> tuple[IndexUpdate, list[Path]]:

@@ -177,7 +177,7 @@ class TextIndex:
         # a reader beside the data dir's writer (an API replica): writes nothing, and opens each
         # generation the writer publishes (kg.index_generation) at its next search
         self.read_only = read_only
-        self.generations = Generations(self.directory)
+        self.generations = Generations(self.directory, name)
         self.flat_max = flat_max  # exact dense search up to this many passages, IVF-PQ above
         self._lock = threading.RLock()
         self._db = sqlite3.connect(self.directory / f"{name}.sqlite", check_same_thread=False)
@@ -543,7 +543,7 @@ class TextIndex:
                 self._db.execute("DELETE FROM dense_removed")
                 self._db.commit()
             self._sync_lexical()
-            self.generations.publish("passages")
+            self.generations.publish()
 
     def _writable(self) -> None:
         if self.read_only:
