@@ -5,7 +5,8 @@ a uniqueness constraint on ``Entity.id``, parameters only. Connection and authen
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import neo4j
@@ -79,13 +80,12 @@ class Neo4jGraphStore(BaseGraphStore):
     def _session(self, value: neo4j.Session | None) -> None:
         self._local.session = value
 
-    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
-        params = params or {}
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """The driver's errors as the store's: unreachable or refused -> GraphStoreUnavailable (503),
+        a failed query or transaction -> GraphStoreError."""
         try:
-            if self._tx is not None:
-                return [record.values() for record in self._tx.run(query, params)]
-            records, _, _ = self._driver.execute_query(query, params, database_=self.database)
-            return [record.values() for record in records]
+            yield
         except neo4j_errors.AuthError as exc:
             raise GraphStoreUnavailable(f"Neo4j at {self.uri} refused the credentials: {exc.message}") from exc
         except _UNAVAILABLE as exc:
@@ -95,19 +95,20 @@ class Neo4jGraphStore(BaseGraphStore):
         except neo4j_errors.TransactionError as exc:  # an earlier statement failed the transaction
             raise GraphStoreError(TRANSACTION_ABORTED) from exc
 
+    def _run(self, query: str, params: dict[str, Any] | None = None) -> list[list[Any]]:
+        params = params or {}
+        with self._mapped_errors():
+            if self._tx is not None:
+                return [record.values() for record in self._tx.run(query, params)]
+            records, _, _ = self._driver.execute_query(query, params, database_=self.database)
+            return [record.values() for record in records]
+
     def transact(self, work: Callable[[Any], T], *, write: bool = True) -> T:
         """``work(tx)`` in a managed transaction of its own (retried by the driver on transient errors, so
         ``work`` must only read and write through ``tx``), outside the store's write lock: for state that
         is not knowledge, kept where every API replica sees it (:mod:`service.qa.graph_sessions`)."""
-        try:
-            with self._driver.session(database=self.database) as session:
-                return session.execute_write(work) if write else session.execute_read(work)
-        except neo4j_errors.AuthError as exc:
-            raise GraphStoreUnavailable(f"Neo4j at {self.uri} refused the credentials: {exc.message}") from exc
-        except _UNAVAILABLE as exc:
-            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
-        except neo4j_errors.Neo4jError as exc:
-            raise GraphStoreError(f"Neo4j query failed ({exc.code}): {exc.message}") from exc
+        with self._mapped_errors(), self._driver.session(database=self.database) as session:
+            return session.execute_write(work) if write else session.execute_read(work)
 
     def _begin(self) -> None:
         try:

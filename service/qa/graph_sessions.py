@@ -22,6 +22,7 @@ from service.qa.sessions import (
     TurnOut,
     _check_id,
     _trim_summary,
+    check_store_parameters,
     summary_line,
 )
 
@@ -91,8 +92,7 @@ class GraphSessionStore:
         forget_below: float = 0.05,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl_s <= 0 or half_life_s <= 0 or max_turns < 1 or forget_below < 0:
-            raise ValueError("ttl_s and half_life_s must be positive, max_turns at least 1, forget_below >= 0")
+        check_store_parameters(ttl_s, max_turns, half_life_s, forget_below)
         self.graph = graph
         self.ttl_s = ttl_s
         self.max_turns = max_turns

@@ -234,6 +234,12 @@ def expand_query(
 
 
 # ---- the store ---------------------------------------------------------------------------------
+def check_store_parameters(ttl_s: float, max_turns: int, half_life_s: float, forget_below: float) -> None:
+    """The parameters every session store takes (SQLite here, Neo4j in graph_sessions.py)."""
+    if ttl_s <= 0 or half_life_s <= 0 or max_turns < 1 or forget_below < 0:
+        raise ValueError("ttl_s and half_life_s must be positive, max_turns at least 1, forget_below >= 0")
+
+
 class SessionStore:
     """Sessions in one SQLite file (WAL; one connection behind a lock, each operation one transaction),
     expiring ``ttl_s`` after their last turn. A session keeps its last ``max_turns`` turns verbatim and a
@@ -254,8 +260,7 @@ class SessionStore:
         forget_below: float = 0.05,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if ttl_s <= 0 or half_life_s <= 0 or max_turns < 1 or forget_below < 0:
-            raise ValueError("ttl_s and half_life_s must be positive, max_turns at least 1, forget_below >= 0")
+        check_store_parameters(ttl_s, max_turns, half_life_s, forget_below)
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.ttl_s = ttl_s
