@@ -13,7 +13,7 @@ from spacy.language import Language
 from kg.differential import PhenotypeCache, PhenotypeIndex, phenotype_stamp
 from kg.embedders import TextEmbedder, build_embedder
 from kg.entity_index import EntityIndex
-from kg.errors import InvalidInput
+from kg.errors import NotConfigured
 from kg.graph import BaseGraphStore, build_graph_store
 from kg.linker import EntityLinker, Lexicon
 from kg.name_index import NameIndex
@@ -322,7 +322,7 @@ class Container:
 
         s = self.settings
         if not s.llm_enabled or not s.llm_model:
-            raise InvalidInput("triple extraction needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+            raise NotConfigured("triple extraction needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         extractor = TripleExtractor(
             s.llm_base_url or "",
             s.llm_model,

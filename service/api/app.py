@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from kg.errors import InvalidInput
+from kg.errors import InvalidInput, NotConfigured
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import GraphBackend, Settings, SettingsError, load_settings
 from kg.vector_index import VectorIndexError
@@ -139,6 +139,11 @@ def create_app(
     @app.exception_handler(InvalidInput)
     async def bad_input(_: Request, exc: InvalidInput) -> JSONResponse:
         return error_response(422, str(exc))
+
+    @app.exception_handler(NotConfigured)
+    async def not_configured(_: Request, exc: NotConfigured) -> JSONResponse:
+        """A well-formed request this server is not set up for (mode "llm" without an LLM)."""
+        return error_response(409, str(exc))
 
     @app.exception_handler(ValueError)
     async def bad_value(request: Request, exc: ValueError) -> JSONResponse:

@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kg.errors import InvalidInput
+from kg.errors import InvalidInput, NotConfigured
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever
 from service.qa.answer import Answer, unknown_answer, unknown_note
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
+from service.schema_types import WholeNumber, whole_number
 
 if TYPE_CHECKING:
     from multimodal.dicom import DicomImage
@@ -37,11 +38,11 @@ class UnknownSession(KeyError):
 
 
 class QAOptions(BaseModel):
-    k: int = Field(default=8, ge=1, le=50, description="Passages to retrieve at most.")
-    hops: int = Field(default=2, ge=0, le=4, description="Longest path between linked entities (SAME_AS free).")
+    k: WholeNumber = Field(default=8, ge=1, le=50, description="Passages to retrieve at most.")
+    hops: WholeNumber = Field(default=2, ge=0, le=4, description="Longest path between linked entities (SAME_AS free).")
     mode: RequestedMode = Field(default="auto", description="auto: the LLM when configured, else extractive.")
-    budget: int | None = Field(
-        default=None, ge=100, le=16000, description="Tokens of evidence at most (default MEDKG_QA_BUDGET_TOKENS)."
+    budget: whole_number(100, 16000) | None = Field(  # type: ignore[valid-type]
+        default=None, description="Tokens of evidence at most (default MEDKG_QA_BUDGET_TOKENS)."
     )
 
 
@@ -161,7 +162,7 @@ class QAEngine:
     # ---- stages ------------------------------------------------------------------------------
     def _mode(self, requested: RequestedMode) -> Literal["extractive", "llm"]:
         if requested == "llm" and self.llm is None:
-            raise InvalidInput("answer mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+            raise NotConfigured("answer mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         if requested == "auto":
             return "llm" if self.llm is not None else "extractive"
         return requested

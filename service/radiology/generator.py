@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from ingest.radiology_reports import RadiologyReport, ReportStore
-from kg.errors import InvalidInput
+from kg.errors import NotConfigured
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fill_budget
 from kg.retrieval.facts import GraphEvidence
 from kg.retrieval.retriever import Retriever
@@ -296,7 +296,7 @@ class ReportGenerator:
         findings as given (never read for citations), join the indication in the text search and weigh the
         priors' impressions by how much their findings resemble them: the impression is what is drafted."""
         if mode == "llm" and self.llm is None:
-            raise InvalidInput("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
+            raise NotConfigured("report mode 'llm' needs an LLM: set MEDKG_LLM_BASE_URL and MEDKG_LLM_MODEL")
         use_llm = self.llm is not None and mode != "extractive"
         timings: dict[str, float] = {}
         started = t = time.perf_counter()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kg.curie import normalize_curie
 from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
@@ -14,6 +15,23 @@ from service.container import Container
 
 router = APIRouter(prefix="/v1", tags=["differential"])
 Deps = Annotated[Container, Depends(get_container)]
+
+
+# An HPO term as a CURIE in any spelling medkg reads (HP:0001250, hp:0001250, HPO:0001250, HP_0001250, the OBO
+# PURL; printable ASCII, no ':' or '|' after the prefix): the schema says so, and a term in that form that the
+# graph does not know is an answer (unknown_terms).
+HPO_TERM_PATTERN = r"^[ \t\r\n]*(?:[Hh][Pp](?:[Oo]?:|_)|https?://purl\.obolibrary\.org/obo/HP_)[!-9;-{}~]+[ \t\r\n]*$"
+HpoTerm = Annotated[str, Field(min_length=4, max_length=200, json_schema_extra={"pattern": HPO_TERM_PATTERN})]
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{ch.upper()}{ch.lower()}]" for ch in word)
+
+
+# The disease namespaces a ranking can be restricted to, in every spelling kg.differential reads (which checks
+# them, naming one it does not know).
+_NAMESPACE_WORDS = ("omim", "mim", "orphanet", "orpha", "ordo", "decipher")
+NAMESPACE_PATTERN = rf"^[ \t\r\n]*(?:{'|'.join(_any_case(w) for w in _NAMESPACE_WORDS)}):?[ \t\r\n]*$"
 
 
 class DifferentialRequest(BaseModel):
@@ -27,20 +45,20 @@ class DifferentialRequest(BaseModel):
         }
     )
 
-    terms: list[str] = Field(default_factory=list, max_length=200, description="Observed HPO terms.")
+    terms: list[HpoTerm] = Field(default_factory=list, max_length=200, description="Observed HPO terms.")
     text: str | None = Field(
         default=None,
         max_length=5000,
         description='Free text, linked to HPO terms; a negated one ("no hypotonia", "seizures were absent") '
         "counts as excluded.",
     )
-    excluded: list[str] = Field(default_factory=list, max_length=500, description="HPO terms ruled out.")
+    excluded: list[HpoTerm] = Field(default_factory=list, max_length=500, description="HPO terms ruled out.")
     top_k: int = Field(default=10, ge=1, le=500)
-    namespaces: list[str] = Field(
+    namespaces: list[Annotated[str, Field(max_length=20, json_schema_extra={"pattern": NAMESPACE_PATTERN})]] = Field(
         default_factory=list,
         max_length=5,
         description="Rank only these disease namespaces: OMIM, ORPHA or DECIPHER (any case; MIM, Orphanet and "
-        "ORDO read as OMIM and ORPHA). Another is refused (422).",
+        "ORDO read as OMIM and ORPHA).",
     )
     genes: list[Annotated[str, Field(min_length=1, max_length=40)]] = Field(
         default_factory=list,
@@ -52,7 +70,16 @@ class DifferentialRequest(BaseModel):
     @field_validator("terms", "excluded")
     @classmethod
     def _curies(cls, values: list[str]) -> list[str]:
+        for value in values:  # the schema's pattern, with a message that says what is wrong
+            if not re.match(HPO_TERM_PATTERN, value):
+                raise ValueError(f"{value!r} is not an HPO term (HP:0001250)")
         return [normalize_curie(v) for v in values]
+
+    @model_validator(mode="after")
+    def _states_a_phenotype(self) -> DifferentialRequest:
+        if not self.terms and not self.text:
+            raise ValueError("give observed HPO terms (terms) or a description (text)")
+        return self
 
 
 class Match(BaseModel):
@@ -129,6 +156,11 @@ class DifferentialResponse(BaseModel):
         "resnik, and embedding (the terms' meaning, when the index holds term vectors).",
     )
     diseases: list[DiseaseOut]
+    reason: str | None = Field(
+        default=None,
+        description="Why no disease is ranked, when the case gives nothing to rank by: no observed term the graph "
+        "knows as a phenotypic abnormality, or only candidate genes no disease is associated with.",
+    )
     term_names: dict[str, str] = Field(
         default_factory=dict, description="The name of every HPO term in the answer (observed, excluded, matched)."
     )
@@ -142,16 +174,17 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     index = c.phenotype_index
     case = index.read_case([*request.terms, *from_text], given_excluded)
     known, excluded = case.observed, case.excluded
+    genes, unknown_genes = index.known_genes(request.genes)
+    # A well-formed case with nothing to rank by is answered, not refused: no diseases, and why.
+    reason = None
     if not known:
         why = f" ({'; '.join(f'{t}: {w}' for t, w in case.ignored.items())})" if case.ignored else ""
-        raise HTTPException(
-            422,
-            f"no observed HPO term that the graph knows is a phenotypic abnormality{why}: give terms (HP:...) or text",
+        reason = (
+            f"no observed HPO term that the graph knows is a phenotypic abnormality{why}: give terms (HP:...) or text"
         )
-    genes, unknown_genes = index.known_genes(request.genes)
-    if unknown_genes and not genes:
-        raise HTTPException(422, f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-    ranked = index.rank(known, excluded, top_k=request.top_k, prefixes=namespaces, genes=genes)
+    elif unknown_genes and not genes:
+        reason = f"no disease in the graph is associated with {', '.join(unknown_genes)}"
+    ranked = [] if reason else index.rank(known, excluded, top_k=request.top_k, prefixes=namespaces, genes=genes)
     terms = terms_mentioned(ranked, known, excluded)
     names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
     return DifferentialResponse(
@@ -165,6 +198,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
             **index.replacements(given_excluded, broaden=False),
         },
         excluded=excluded,
+        reason=reason,
         genes=genes,
         unknown_genes=unknown_genes,
         views=index.views(),

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel
 
+from kg.curie import CurieError
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, GraphStats, Neighbour, Relation, Subgraph
 from service.api.deps import get_container, get_graph
@@ -23,10 +24,16 @@ class PathOut(BaseModel):
     length: int
 
 
-def _known(graph: BaseGraphStore, entity_id: str) -> None:
-    """404 for an id the graph does not hold (rather than an empty answer that looks like no edges)."""
-    if graph.get_entity(entity_id) is None:
+def _known(graph: BaseGraphStore, entity_id: str) -> Entity:
+    """The entity, or 404 for an id the graph does not hold (rather than an empty answer that looks like no
+    edges), an id that cannot be read as a CURIE included: no entity has it, and the detail says why."""
+    try:
+        found = graph.get_entity(entity_id)
+    except CurieError as exc:
+        raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}: {exc}") from None
+    if found is None:
         raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}")
+    return found
 
 
 @router.get("/stats", response_model=GraphStats)
@@ -53,7 +60,10 @@ def find_entities(
     return [entities[f.id] for f in found if f.id in entities]
 
 
-@router.get("/entities/{entity_id:path}/neighbours", response_model=list[Neighbour])
+NOT_FOUND = {404: {"description": "No entity has the id (an id that is not a CURIE included)."}}
+
+
+@router.get("/entities/{entity_id:path}/neighbours", response_model=list[Neighbour], responses=NOT_FOUND)
 def neighbours(
     graph: Graph,
     entity_id: str,
@@ -68,7 +78,7 @@ def neighbours(
     )
 
 
-@router.get("/entities/{entity_id:path}/neighbourhood", response_model=Subgraph)
+@router.get("/entities/{entity_id:path}/neighbourhood", response_model=Subgraph, responses=NOT_FOUND)
 def neighbourhood(
     graph: Graph,
     entity_id: str,
@@ -82,16 +92,13 @@ def neighbourhood(
 
 # Ids may hold "/" (e.g. DOI:10.1000/xyz): the routes take the rest of the path, the one-entity route
 # last so that ".../neighbours" and ".../neighbourhood" are not read as part of an id.
-@router.get("/entities/{entity_id:path}", response_model=Entity)
+@router.get("/entities/{entity_id:path}", response_model=Entity, responses=NOT_FOUND)
 def get_entity(graph: Graph, entity_id: str) -> Entity:
-    found = graph.get_entity(entity_id)
-    if found is None:
-        raise HTTPException(status_code=404, detail=f"no entity {entity_id!r}")
-    return found
+    return _known(graph, entity_id)
 
 
-@router.get("/paths", response_model=list[PathOut])
-@router.get("/graph/paths", response_model=list[PathOut])
+@router.get("/paths", response_model=list[PathOut], responses=NOT_FOUND)
+@router.get("/graph/paths", response_model=list[PathOut], responses=NOT_FOUND)
 def paths(
     graph: Graph,
     source: Annotated[str, Query(min_length=1, max_length=200, description="An entity id (CURIE).")],

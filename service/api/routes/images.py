@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from multimodal.preview import preview_png
-from service.api.deps import get_container
+from service.api.deps import form_fields, get_container, multipart_body
 from service.api.uploads import read_upload
 from service.container import Container
 
@@ -27,13 +27,7 @@ Deps = Annotated[Container, Depends(get_container)]
         "requestBody": {
             "required": True,
             "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["file"],
-                        "properties": {"file": {"type": "string", "format": "binary", "description": "A DICOM"}},
-                    }
-                }
+                "multipart/form-data": multipart_body(None, "A DICOM", file_required=True),
             },
         }
     },
@@ -55,6 +49,7 @@ async def preview(
     if content_type != "multipart/form-data":
         raise HTTPException(415, f"send multipart/form-data with the DICOM as the part 'file', not {content_type!r}")
     form = await request.form()
+    form_fields(None, {k: v for k, v in form.items() if isinstance(v, str)})  # 422 for a part other than 'file'
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise HTTPException(422, "attach the study as the multipart file part 'file'")

@@ -15,10 +15,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from multimodal.dicom import DicomImage
-from service.api.deps import body_schema, get_container
+from service.api.deps import body_schema, form_fields, get_container, multipart_body
 from service.api.uploads import read_upload
 from service.container import Container
 from service.qa.engine import QAOptions, QAResponse
+from service.qa.sessions import SESSION_ID_RE
 
 router = APIRouter(prefix="/v1", tags=["qa"])
 Deps = Annotated[Container, Depends(get_container)]
@@ -26,9 +27,16 @@ Deps = Annotated[Container, Depends(get_container)]
 
 class QARequest(BaseModel):
     question: str = Field(
-        min_length=1, max_length=4000, examples=["Which phenotypes are characteristic of Marfan syndrome?"]
+        min_length=1,
+        max_length=4000,
+        # not white space only: said in the schema, checked by the engine ("the question is empty"); Python's
+        # regex and the schema's agree on this class
+        json_schema_extra={"pattern": r"[^\s\x1c-\x1f]"},
+        examples=["Which phenotypes are characteristic of Marfan syndrome?"],
     )
-    session_id: str | None = Field(default=None, max_length=64, description="From POST /v1/sessions.")
+    session_id: str | None = Field(
+        default=None, max_length=64, pattern=SESSION_ID_RE.pattern, description="From POST /v1/sessions."
+    )
     options: QAOptions = Field(default_factory=QAOptions)
     stream: bool = Field(default=False, description="Server-sent events: retrieval, delta (answer text), answer.")
     image_id: str | None = Field(default=None, max_length=200, description="An indexed study (IMG:...) to compare.")
@@ -49,14 +57,9 @@ async def _read_request(c: Container, request: Request) -> tuple[QARequest, Dico
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type == "multipart/form-data":
         form = await request.form()
-        fields: dict[str, Any] = {k: v for k, v in form.items() if not isinstance(v, UploadFile)}
-        if "options" in fields:
-            try:
-                fields["options"] = json.loads(fields["options"])
-            except ValueError:
-                raise HTTPException(422, "the 'options' field must be JSON") from None
+        fields = form_fields(QARequest, {k: v for k, v in form.items() if isinstance(v, str)})
         try:
-            body = QARequest.model_validate(fields)
+            body = QARequest.model_validate(fields, strict=True)
         except ValidationError as exc:
             raise _invalid(exc) from None
         upload = form.get("file")
@@ -81,19 +84,7 @@ async def _read_request(c: Container, request: Request) -> tuple[QARequest, Dico
             "required": True,
             "content": {
                 "application/json": {"schema": body_schema(QARequest)},
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["question"],
-                        "properties": {
-                            "question": {"type": "string"},
-                            "session_id": {"type": "string"},
-                            "options": {"type": "string", "description": "QAOptions as JSON text"},
-                            "stream": {"type": "boolean"},
-                            "file": {"type": "string", "format": "binary", "description": "A DICOM study"},
-                        },
-                    }
-                },
+                "multipart/form-data": multipart_body(QARequest, "A DICOM study", file_required=False),
             },
         }
     },
@@ -102,6 +93,7 @@ async def _read_request(c: Container, request: Request) -> tuple[QARequest, Dico
         404: {"description": "Unknown or expired session, or unknown image id."},
         413: {"description": "Body or upload too large."},
         415: {"description": "Not JSON / multipart, or the file is not DICOM."},
+        409: {"description": 'mode "llm" on a server without an LLM (MEDKG_LLM_BASE_URL, MEDKG_LLM_MODEL).'},
         502: {"description": "The LLM failed."},
         504: {"description": "The LLM timed out."},
     },

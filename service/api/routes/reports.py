@@ -12,16 +12,19 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from service.api.deps import body_schema, get_container
+from service.api.deps import body_schema, form_fields, get_container, multipart_body
 from service.api.uploads import read_upload
 from service.container import Container
 from service.radiology.generator import GeneratedReport, UnknownImage
+from service.schema_types import WholeNumber
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 Deps = Annotated[Container, Depends(get_container)]
 
 
 class ReportRequest(BaseModel):
+    """The fields of a request; with an upload (multipart), the study is its file part."""
+
     indication: str = Field(default="", max_length=2000, examples=["Chest pain and shortness of breath."])
     findings: str = Field(
         default="",
@@ -29,9 +32,14 @@ class ReportRequest(BaseModel):
         description="The study's own findings, when the reader has them: they choose the priors and the impression.",
         examples=["The heart is enlarged. Small left pleural effusion."],
     )
-    image_id: str | None = Field(default=None, max_length=200, description="An indexed study (IMG:...).")
-    k: int = Field(default=5, ge=1, le=20, description="Prior reports to draw on.")
+    k: WholeNumber = Field(default=5, ge=1, le=20, description="Prior reports to draw on.")
     mode: Literal["auto", "extractive", "llm"] = "auto"
+
+
+class StudyReportRequest(ReportRequest):
+    """The JSON body: the study is an indexed one, named by its id (an upload comes as multipart)."""
+
+    image_id: str = Field(min_length=1, max_length=200, description="An indexed study (IMG:...).")
 
 
 @router.post(
@@ -41,20 +49,8 @@ class ReportRequest(BaseModel):
         "requestBody": {
             "required": True,
             "content": {
-                "application/json": {"schema": body_schema(ReportRequest)},
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": ["file"],
-                        "properties": {
-                            "file": {"type": "string", "format": "binary", "description": "The study (DICOM)"},
-                            "indication": {"type": "string"},
-                            "findings": {"type": "string"},
-                            "k": {"type": "integer"},
-                            "mode": {"type": "string", "enum": ["auto", "extractive", "llm"]},
-                        },
-                    }
-                },
+                "application/json": {"schema": body_schema(StudyReportRequest)},
+                "multipart/form-data": multipart_body(ReportRequest, "The study (DICOM)", file_required=True),
             },
         }
     },
@@ -63,6 +59,7 @@ class ReportRequest(BaseModel):
         413: {"description": "Upload too large (MEDKG_MAX_UPLOAD_BYTES)."},
         415: {"description": "Not JSON / multipart, or the file is not DICOM."},
         422: {"description": "Invalid fields, or a DICOM without usable pixels."},
+        409: {"description": 'mode "llm" on a server without an LLM (MEDKG_LLM_BASE_URL, MEDKG_LLM_MODEL).'},
         502: {"description": "The LLM failed."},
         504: {"description": "The LLM timed out."},
     },
@@ -71,20 +68,19 @@ async def reports(c: Deps, request: Request) -> Any:
     """A draft report (technique, findings, impression, clinical context) from the most similar prior
     studies and reports and knowledge-graph facts about the indication; every sentence cited."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    image = None
+    image, image_id = None, None
     try:
         if content_type == "multipart/form-data":
             form = await request.form()
             upload = form.get("file")
-            fields = {k: v for k, v in form.items() if not isinstance(v, UploadFile)}
-            body = ReportRequest.model_validate(fields)
+            fields = form_fields(ReportRequest, {k: v for k, v in form.items() if isinstance(v, str)})
+            body = ReportRequest.model_validate(fields, strict=True)
             if not isinstance(upload, UploadFile):
                 raise HTTPException(422, "attach the study as the multipart file part 'file'")
             image = await read_upload(c, upload)
         elif content_type in ("application/json", ""):
-            body = ReportRequest.model_validate_json(await request.body(), strict=True)
-            if not body.image_id:
-                raise HTTPException(422, "give image_id (an indexed study), or upload a DICOM as multipart 'file'")
+            body = StudyReportRequest.model_validate_json(await request.body(), strict=True)
+            image_id = body.image_id
         else:
             raise HTTPException(415, f"send application/json or multipart/form-data, not {content_type!r}")
     except ValidationError as exc:
@@ -92,8 +88,8 @@ async def reports(c: Deps, request: Request) -> Any:
     try:
         return await run_in_threadpool(  # the generator (image index, encoder) is built in the worker too
             lambda: c.report_generator.generate(
-                body.indication, image, body.image_id, body.findings or None, body.k, body.mode
+                body.indication, image, image_id, body.findings or None, body.k, body.mode
             )
         )
     except UnknownImage:  # only the image asked for: any other KeyError is a fault (500), not a 404
-        raise HTTPException(404, f"no indexed image {body.image_id!r}") from None
+        raise HTTPException(404, f"no indexed image {image_id!r}") from None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Path
 
 from service.api.deps import get_container
 from service.container import Container
-from service.qa.sessions import Session
+from service.qa.sessions import SESSION_ID_RE, Session
 
 router = APIRouter(prefix="/v1", tags=["qa"])
 Deps = Annotated[Container, Depends(get_container)]
@@ -36,8 +36,10 @@ def create_session(c: Deps) -> Session:
     return c.sessions.create()
 
 
-@router.get("/sessions/{session_id}", response_model=Session)
-def get_session(c: Deps, session_id: str) -> Session:
+@router.get(
+    "/sessions/{session_id}", response_model=Session, responses={404: {"description": "Unknown or expired session."}}
+)
+def get_session(c: Deps, session_id: Annotated[str, Path(pattern=SESSION_ID_RE.pattern)]) -> Session:
     """Recent turns, the running summary and the memory items with their current weights."""
     found = c.sessions.get(session_id)
     if found is None:

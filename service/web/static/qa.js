@@ -247,7 +247,10 @@
         form = new FormData();
         form.append("question", question);
         if (session) form.append("session_id", session);
-        form.append("options", JSON.stringify(options));
+        // a form is flat: each option is a part of its own (k, hops, mode, budget)
+        for (const [name, value] of Object.entries(options)) {
+          if (value !== null && value !== undefined) form.append(name, String(value));
+        }
         form.append("stream", "true");
         form.append("file", file, file.name);
       } else {

@@ -58,8 +58,11 @@ def test_entity_lookup_and_search(client: TestClient) -> None:
     r = client.get("/v1/entities/Compound::DB00945")
     assert r.status_code == 200 and r.json()["id"] == "DRUGBANK:DB00945"
     assert client.get("/v1/entities/HP:9999999").status_code == 404
+    # an id that is not a CURIE names no entity: 404, saying why (schema-valid input is never a 422)
     bad = client.get("/v1/entities/nonsense")
-    assert bad.status_code == 422 and "has no prefix" in bad.json()["detail"]
+    assert bad.status_code == 404 and "has no prefix" in bad.json()["detail"]
+    assert client.get("/v1/entities/0/neighbours").status_code == 404
+    assert client.get("/v1/paths", params={"source": "0", "target": "HP:0001945"}).status_code == 404
     found = client.get("/v1/entities", params={"q": "ACETYLSALICYLIC ACID"}).json()
     assert [e["id"] for e in found] == ["DRUGBANK:DB00945"]
     assert client.get("/v1/entities", params={"q": ""}).status_code == 422
@@ -235,7 +238,9 @@ def test_a_model_the_server_builds_wrongly_is_its_fault(client: TestClient, monk
         broken()
     r = TestClient(client.app, raise_server_exceptions=False).get("/v1/stats")
     assert r.status_code == 500 and "entities" not in r.text
-    assert client.get("/v1/entities/nonsense").status_code == 422  # the client's own bad id stays 422
+    assert (
+        client.post("/v1/differential", json={"terms": ["HP:0001945"], "namespaces": ["NOPE"]}).status_code == 422
+    )  # the client's own bad input stays 422
 
 
 def test_only_the_clients_input_errors_are_422(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,4 +257,6 @@ def test_only_the_clients_input_errors_are_422(client: TestClient, monkeypatch: 
     monkeypatch.undo()
     r = client.post("/v1/qa", json={"question": " \n\t "})  # the engine's own check, after the model's
     assert r.status_code == 422 and "the question is empty" in r.text
-    assert client.get("/v1/entities/nonsense").status_code == 422  # a CurieError
+    assert (
+        client.post("/v1/differential", json={"terms": ["HP:0001945"], "namespaces": ["NOPE"]}).status_code == 422
+    )  # an InvalidInput

@@ -141,10 +141,12 @@ def test_qa_with_an_attached_study_cites_similar_studies(client: TestClient, loa
     buf = io.BytesIO()
     ds.save_as(buf)
     files = {"file": ("study.dcm", buf.getvalue(), "application/dicom")}
-    r = client.post(
-        "/v1/qa", data={"question": "What does this study show?", "options": json.dumps({"k": 3})}, files=files
-    )
+    r = client.post("/v1/qa", data={"question": "What does this study show?", "k": "3"}, files=files)
     assert r.status_code == 200, r.text
+    # a form is flat and typed by the schema: an option is a part of its own, an unknown part is named
+    for bad, named in (({"k": "3.5"}, "'k' must be an integer"), ({"options": "{}"}, "unknown parts ['options']")):
+        refused = client.post("/v1/qa", data={"question": "What does this study show?", **bad}, files=files)
+        assert refused.status_code == 422 and named in refused.text, refused.text
     out = r.json()
     assert "Doe" not in r.text and "MRN-4242" not in r.text
     images = [c["id"] for c in out["citations"] if c["kind"] == "image"]

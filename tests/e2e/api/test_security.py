@@ -202,8 +202,8 @@ def test_malformed_json_and_invalid_fields_get_structured_422(keyed: TestClient)
     r = keyed.post("/v1/differential", json={"top_k": 0}, headers=auth)
     body = assert_error(r, 422, "validation_error")
     assert isinstance(body["detail"], list) and body["detail"][0]["loc"][-1] == "top_k"
-    r = keyed.get("/v1/entities/nonsense", headers=auth)
-    assert_error(r, 422, "validation_error")
+    r = keyed.get("/v1/entities/nonsense", headers=auth)  # not a CURIE: no entity has it
+    assert "has no prefix" in assert_error(r, 404, "not_found")["detail"]
 
 
 def test_other_errors_share_the_shape(tmp_path: Path) -> None:
