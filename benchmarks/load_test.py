@@ -1,7 +1,10 @@
 """Load test: a real ``medkg serve`` on loopback under stepped load from locust, then twice the load it holds.
 
 Finds the highest offered QPS held at p95 <= 500 ms with no error, and checks the overload is shed gracefully.
-Usage: ``python -m benchmarks.load_test --help``; the method is in docs/reliability.md#load-test.
+The replicated deployment: ``--neo4j --replicas 2`` (the graph in the Neo4j of MEDKG_NEO4J_*, each locust user
+sending to one replica), ``--ingest FILE...`` (a ``medkg ingest pubmed`` of them running beside, again and again,
+for the whole run). Usage: ``python -m benchmarks.load_test --help``; the method is in
+docs/reliability.md#load-test.
 """
 
 from __future__ import annotations
@@ -100,9 +103,38 @@ MIX = (("qa", 40), ("search", 25), ("entities", 20), ("differential", 15))
 
 
 # ---- data ----------------------------------------------------------------------------------------
-def has_store(data_dir: Path) -> bool:
-    """Whether ``data_dir`` holds a loaded embedded store with its indexes."""
-    return (data_dir / "graph.lbug").is_file() and (data_dir / "indexes" / "entities.vectors" / "map.sqlite").is_file()
+NEO4J_VARIABLES = ("MEDKG_NEO4J_URI", "MEDKG_NEO4J_USER", "MEDKG_NEO4J_PASSWORD", "MEDKG_NEO4J_DATABASE")
+
+
+def graph_env(neo4j: bool) -> dict[str, str]:
+    """The settings that put the graph in the Neo4j of this environment's MEDKG_NEO4J_* (empty: embedded)."""
+    if not neo4j:
+        return {}
+    missing = [v for v in NEO4J_VARIABLES[:1] if not os.environ.get(v)]
+    if missing:
+        raise SystemExit("--neo4j: set MEDKG_NEO4J_URI (and _USER, _PASSWORD, _DATABASE), e.g. `. .neo4j/env`")
+    return {"MEDKG_GRAPH_BACKEND": "neo4j"} | {v: os.environ[v] for v in NEO4J_VARIABLES if v in os.environ}
+
+
+def neo4j_entities(env: dict[str, str]) -> int:
+    """How many entities the Neo4j of ``env`` holds."""
+    from kg.graph.neo4j_store import Neo4jGraphStore
+
+    store = Neo4jGraphStore(
+        env["MEDKG_NEO4J_URI"], env.get("MEDKG_NEO4J_USER", "neo4j"), env.get("MEDKG_NEO4J_PASSWORD", "neo4j"),
+        env.get("MEDKG_NEO4J_DATABASE", "neo4j"),
+    )  # fmt: skip
+    try:
+        return store.stats().entities
+    finally:
+        store.close()
+
+
+def has_store(data_dir: Path, env: dict[str, str] | None = None) -> bool:
+    """Whether ``data_dir`` holds loaded indexes and its graph (embedded, or in the Neo4j of ``env``) entities."""
+    if not (data_dir / "indexes" / "entities.vectors" / "map.sqlite").is_file():
+        return False
+    return neo4j_entities(env) > 0 if env else (data_dir / "graph.lbug").is_file()
 
 
 def small_hpo(out: Path, n_random: int, seed: int) -> Path:
@@ -138,7 +170,7 @@ def build_small_store(data_dir: Path, shared: Path, seed: int, diseases: int = 1
     from service.ingestion import load_source
 
     t0 = time.perf_counter()
-    settings = load_settings(data_dir=data_dir, api_keys=None)
+    settings = load_settings(data_dir=data_dir, api_keys=None)  # the graph: MEDKG_GRAPH_BACKEND and MEDKG_NEO4J_*
     summary: dict[str, Any] = {"seed": seed, "diseases": diseases}
     with tempfile.TemporaryDirectory() as tmp, Container(settings) as c:
         hpo = small_hpo(Path(tmp) / "hpo", diseases, seed)
@@ -166,21 +198,25 @@ def build_small_store(data_dir: Path, shared: Path, seed: int, diseases: int = 1
     print(f"build: {json.dumps(summary)}", flush=True)
 
 
-def resolve_data_dir(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
-    """The data dir to serve, building the small store into ``--build-dir`` when ``--data-dir`` has none."""
-    if has_store(args.data_dir):
+def resolve_data_dir(args: argparse.Namespace, env: dict[str, str]) -> tuple[Path, dict[str, Any]]:
+    """The data dir to serve, building the small store into ``--build-dir`` when ``--data-dir`` has none (with
+    ``--neo4j``, into an empty Neo4j only: one that holds another store is not overwritten)."""
+    if has_store(args.data_dir, env):
         return args.data_dir, {"data_dir": str(args.data_dir), "built": False}
-    build = args.build_dir
-    if (build / BUILD_MARKER).is_file() and has_store(build):
+    build = args.build_dir.with_name(args.build_dir.name + "-neo4j") if env else args.build_dir
+    if (build / BUILD_MARKER).is_file() and has_store(build, env):
         print(f"data: {args.data_dir} holds no loaded store; reusing the small store in {build}")
         return build, {"data_dir": str(build), "built": False, **json.loads((build / BUILD_MARKER).read_text())}
+    if env and neo4j_entities(env):
+        raise SystemExit(f"--neo4j: {env['MEDKG_NEO4J_URI']} holds a graph that is not {build}'s small store; give "
+                         "its data dir (--data-dir), or an empty Neo4j to build the small store into")  # fmt: skip
     if build.exists():
         shutil.rmtree(build)  # an interrupted build: start again
     print(f"data: {args.data_dir} holds no loaded store; building a small one in {build}", flush=True)
     t0 = time.perf_counter()
     cmd = [sys.executable, "-m", "benchmarks.load_test", "--build-data", str(build)]
     cmd += ["--shared-data", str(args.shared_data), "--seed", str(args.seed)]
-    subprocess.run(cmd, check=True, cwd=ROOT, env=offline_env())
+    subprocess.run(cmd, check=True, cwd=ROOT, env=offline_env(**env))
     seconds = time.perf_counter() - t0
     print(f"data: small store built in {seconds:.0f} s", flush=True)
     return build, {"data_dir": str(build), "built": True, "build_s": round(seconds, 1)}
@@ -210,11 +246,17 @@ class Server:
     """``medkg serve`` in a subprocess: its URL, process and log."""
 
     def __init__(
-        self, data_dir: Path, key: str, log_path: Path, max_in_flight: int | None, torch_threads: int | None = None
+        self,
+        data_dir: Path,
+        key: str,
+        log_path: Path,
+        max_in_flight: int | None,
+        torch_threads: int | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        extra = {
+        extra = (env or {}) | {
             "MEDKG_DATA_DIR": str(data_dir.resolve()),
             "MEDKG_API_KEYS": key,
             "MEDKG_RATE_LIMIT_PER_MINUTE": "1000000",
@@ -275,6 +317,46 @@ class Server:
         self._log.close()
 
 
+class BesideIngest:
+    """``medkg ingest pubmed FILES`` run again and again beside the load (the data dir's one writer) until
+    stopped: how many runs ended, how long each took, and any that failed."""
+
+    def __init__(self, files: list[Path], data_dir: Path, env: dict[str, str], log_path: Path) -> None:
+        import threading
+
+        self.command = [*medkg_command(), "ingest", "pubmed", *map(str, files), "--no-progress"]
+        self.env = offline_env(**env, MEDKG_DATA_DIR=str(data_dir.resolve()), MEDKG_TORCH_THREADS="1")
+        self.log_path, self.runs, self.failures = log_path, list[float](), list[str]()
+        self._stop = threading.Event()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        with self.log_path.open("w") as log:
+            while not self._stop.is_set():
+                t0 = time.perf_counter()
+                self._proc = subprocess.Popen(
+                    self.command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+                )
+                code = self._proc.wait()
+                if self._stop.is_set():
+                    return  # stopped part way: not a run
+                if code != 0:
+                    self.failures.append(f"exit {code} (see {self.log_path})")
+                    return
+                self.runs.append(round(time.perf_counter() - t0, 1))
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+        self._thread.join(timeout=120)
+        return {"runs": len(self.runs), "run_s": self.runs, "failures": self.failures}
+
+
 # ---- load ----------------------------------------------------------------------------------------
 def pct(values: list[float], q: float) -> float | None:
     if not values:
@@ -311,17 +393,21 @@ def warm_up(server: Server, key: str) -> dict[str, Any]:
 
 
 def run_locust(
-    server: Server, key: str, users: int, rate: float, seconds: float, warm_s: float, seed: int, record: Path
+    servers: list[Server], key: str, users: int, rate: float, seconds: float, warm_s: float, seed: int, record: Path
 ) -> dict[str, Any]:
-    """One step: ``users`` locust users at ``rate`` requests/s each (0: back to back) for ``seconds``;
-    figures over what completed after the first ``warm_s`` seconds."""
+    """One step: ``users`` locust users at ``rate`` requests/s each (0: back to back) for ``seconds``, spread
+    over ``servers`` in turn; figures over what completed after the first ``warm_s`` seconds."""
     locust = Path(sys.executable).with_name("locust")
     cmd = [str(locust) if locust.exists() else "locust", "-f", str(LOCUSTFILE), "--headless"]
     spawn_rate = max(1.0, users * rate) if rate > 0 else users  # users start 1/rate s apart: arrivals spread out
-    cmd += ["-u", str(users), "-r", f"{spawn_rate:g}", "-t", f"{seconds:g}s", "--host", server.base]
+    cmd += ["-u", str(users), "-r", f"{spawn_rate:g}", "-t", f"{seconds:g}s", "--host", servers[0].base]
     cmd += ["--only-summary", "--stop-timeout", "35", "--exit-code-on-error", "0", "--loglevel", "WARNING"]
     env = offline_env(
-        MEDKG_LOAD_KEY=key, MEDKG_LOAD_RATE=f"{rate:g}", MEDKG_LOAD_SEED=str(seed), MEDKG_LOAD_RECORD=str(record)
+        MEDKG_LOAD_KEY=key,
+        MEDKG_LOAD_RATE=f"{rate:g}",
+        MEDKG_LOAD_SEED=str(seed),
+        MEDKG_LOAD_RECORD=str(record),
+        MEDKG_LOAD_HOSTS=",".join(s.base for s in servers),
     )
     record.unlink(missing_ok=True)
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds + 120)
@@ -502,6 +588,10 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="MEDKG_TORCH_THREADS for the server (default 1: concurrent requests share the cores; 0: torch's default)",
     )
+    ap.add_argument("--replicas", type=int, default=1, help="medkg serve processes on the data dir (>1 needs --neo4j)")
+    ap.add_argument("--neo4j", action="store_true", help="the graph in the Neo4j of MEDKG_NEO4J_* (replicas share it)")
+    ap.add_argument("--ingest", type=Path, nargs="+",
+                    help="PubMed files a `medkg ingest pubmed` loads beside the load, again and again")  # fmt: skip
     ap.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for /readyz")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--build-data", type=Path, help=argparse.SUPPRESS)  # internal: build the small store, exit
@@ -510,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.build_data:
         build_small_store(args.build_data, args.shared_data, args.seed)
         return 0
+    if args.replicas > 1 and not args.neo4j:
+        ap.error("--replicas > 1 needs --neo4j: replicas share their graph through Neo4j")
+    env = graph_env(args.neo4j)
 
     steps = [float(s) for s in args.steps.split(",")] if args.steps else list(SHORT_STEPS if args.short else FULL_STEPS)
     step_s = args.step_s or (8.0 if args.short else 30.0)
@@ -523,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     records.mkdir()
     t_start = time.perf_counter()
 
-    data_dir, data_info = resolve_data_dir(args)
+    data_dir, data_info = resolve_data_dir(args, env)
     key = "load-" + secrets.token_hex(16)
     result: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "load_before": [round(x, 2) for x in os.getloadavg()]},
@@ -537,21 +630,36 @@ def main(argv: list[str] | None = None) -> int:
             "max_in_flight": args.max_in_flight,
             "seed": args.seed,
             "torch_threads": args.torch_threads or None,
+            "replicas": args.replicas,
+            "graph": "neo4j" if args.neo4j else "ladybug",
+            "ingest_beside": [str(f) for f in args.ingest or []],
             "p95_limit_ms": P95_LIMIT_MS,
             "held_share": HELD_SHARE,
         },
     }
-    server = Server(data_dir, key, out.with_suffix(".server.log"), args.max_in_flight, args.torch_threads or None)
-    print(f"server: medkg serve on {server.base} (data {data_dir}), log {server.log_path}", flush=True)
+    servers = [
+        Server(
+            data_dir, key, out.with_suffix(f".server{i or ''}.log"), args.max_in_flight, args.torch_threads or None, env
+        )  # fmt: skip
+        for i in range(args.replicas)
+    ]
+    server = servers[0]
+    beside = BesideIngest(args.ingest, data_dir, env, out.with_suffix(".ingest.log")) if args.ingest else None
+    print(f"server: medkg serve on {', '.join(s.base for s in servers)} (data {data_dir}), log {server.log_path}",
+          flush=True)  # fmt: skip
     try:
-        result["ready_s"] = round(server.wait_ready(args.ready_timeout), 1)
+        result["ready_s"] = round(max(s.wait_ready(args.ready_timeout) for s in servers), 1)
         print(f"server: ready in {result['ready_s']:.1f} s", flush=True)
-        result["warm_up"] = warm_up(server, key)
-        warm = result["warm_up"]
-        print(f"warm-up: each distinct request once in {warm['seconds']} s: {warm['statuses']}", flush=True)
-        print(f"warm-up: slowest {warm['slowest_ms'][:4]}", flush=True)
+        for s in servers:
+            warm = result["warm_up"] = warm_up(s, key)  # the last replica's figures are kept
+            print(f"warm-up: {s.base}: each request once in {warm['seconds']} s: {warm['statuses']}", flush=True)
+        print(f"warm-up: slowest {result['warm_up']['slowest_ms'][:4]}", flush=True)
+        if beside:
+            beside.start()
+            print(f"ingest: `medkg ingest pubmed` of {len(args.ingest)} files beside the load, again and again",
+                  flush=True)  # fmt: skip
 
-        base = run_locust(server, key, 1, 0, baseline_s + warm_s, warm_s, args.seed, records / "baseline.json")
+        base = run_locust(servers, key, 1, 0, baseline_s + warm_s, warm_s, args.seed, records / "baseline.json")
         result["baseline"] = base | {"users": 1, "target_qps": None}
         print(f"baseline: one user back to back: {base['qps']:.1f} QPS, p95 {fmt(base['p95_ms'])} ms", flush=True)
 
@@ -559,7 +667,7 @@ def main(argv: list[str] | None = None) -> int:
         held = None
         for n, target in enumerate(steps, 1):
             users = max(1, math.ceil(target / args.user_rate))
-            s = run_locust(server, key, users, args.user_rate, step_s, warm_s, args.seed, records / f"step{n}.json")
+            s = run_locust(servers, key, users, args.user_rate, step_s, warm_s, args.seed, records / f"step{n}.json")
             s |= {"target_qps": target, "users": users}
             s["holds"] = holds(s)
             result["steps"].append(s)
@@ -591,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
             target = round(2 * reference, 1)
             users = max(1, math.ceil(target / args.user_rate))
             name = label.replace(" ", "_")
-            over = run_locust(server, key, users, args.user_rate, step_s, warm_s, args.seed, records / f"{name}.json")
+            over = run_locust(servers, key, users, args.user_rate, step_s, warm_s, args.seed, records / f"{name}.json")
             over |= {"target_qps": target, "users": users, "reference_qps": reference}
             result["overload"][label] = over
             problems += [f"{label}: {p}" for p in graceful(over)]
@@ -600,16 +708,32 @@ def main(argv: list[str] | None = None) -> int:
                 f"of them 200, p95 {fmt(over['p95_ms'])} ms, errors {over['errors'] or 'none'}",
                 flush=True,
             )
-        result["after_overload"] = after_overload(server, key)
+        problems_ingest: list[str] = []
+        if beside:
+            ingested = result["ingest_beside"] = beside.stop()
+            beside = None
+            print(f"ingest: {ingested['runs']} runs ended beside the load {ingested['run_s']}", flush=True)
+            problems_ingest = [f"the ingest beside: {f}" for f in ingested["failures"]]
+        afters = [after_overload(s, key) for s in servers]
+        result["after_overload"] = {
+            "process_alive": all(a["process_alive"] for a in afters),
+            "healthz": max(a.get("healthz") or 0 for a in afters),
+            "qa_after": max(a.get("qa_after") or 0 for a in afters),
+            "ok": all(a["ok"] for a in afters),
+            "replicas": afters,
+        }
         result["server_rss_mb"] = server.rss_mb()
         if not result["after_overload"]["ok"]:
             problems.append(f"after the overload steps: {result['after_overload']}")
-        result["not_graceful"] = problems
+        result["not_graceful"] = problems + problems_ingest
     except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
         result["failed"] = str(exc)
         print(f"load test failed: {exc}", file=sys.stderr)
     finally:
-        server.stop()
+        if beside:
+            beside.stop()
+        for s in servers:
+            s.stop()
         result["machine"]["load_after"] = [round(x, 2) for x in os.getloadavg()]
         result["seconds"] = round(time.perf_counter() - t_start, 1)
         out.write_text(json.dumps(result, indent=2))

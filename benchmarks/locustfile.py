@@ -28,10 +28,13 @@ SEED = int(os.environ.get("MEDKG_LOAD_SEED", "0"))
 # A JSON file written at exit: every request (start, latency, endpoint, status, Retry-After, the body's
 # error code) and when the test started and stopped.
 RECORD = os.environ.get("MEDKG_LOAD_RECORD")
+# Replicas: each user sends to one of these base URLs, in turn (a client-side balancer); else --host.
+HOSTS = [h for h in os.environ.get("MEDKG_LOAD_HOSTS", "").split(",") if h]
 
 _records: list[list[Any]] = []
 _window: dict[str, float] = {}
 _user_numbers = itertools.count()
+_host_numbers = itertools.count()
 
 
 @events.test_start.add_listener
@@ -74,6 +77,11 @@ class Clinician(FastHttpUser):
     wait_time = constant_throughput(RATE) if RATE > 0 else constant(0)
     network_timeout = 30.0
     connection_timeout = 10.0
+
+    def __init__(self, environment: Any) -> None:
+        if HOSTS:
+            self.host = HOSTS[next(_host_numbers) % len(HOSTS)]
+        super().__init__(environment)
 
     def on_start(self) -> None:
         self.rng = random.Random(SEED * 100_003 + next(_user_numbers))

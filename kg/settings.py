@@ -109,6 +109,12 @@ class Settings(BaseSettings):
         default=None, description="An installed spaCy/scispacy NER model (name or path) whose spans are linked too."
     )
     passage_max_words: int = Field(default=120, ge=10, le=1000, description="Words per passage (whole sentences).")
+    ingest_checkpoint_every: int = Field(
+        default=5000,
+        ge=1,
+        description="Articles between the checkpoints of a literature load: each commits the graph and the indexes "
+        "(a killed load re-does at most this many; a Ray load records its merged shards there).",
+    )
     link_threshold: float = Field(
         default=0.75, ge=0, le=1, description="Cosine an entity-index hit needs to link a span the lexicon missed."
     )

@@ -91,6 +91,8 @@ def load_literature(
         extract=c.triple_merger() if extract else None,
         max_words=c.settings.passage_max_words,
         progress=progress,
+        checkpoint_every=c.settings.ingest_checkpoint_every,
+        batch_size=min(256, c.settings.ingest_checkpoint_every),
     )
     summary = loader.load(records, source=source, on_commit=on_commit)
     update = c.entity_index.update(c.graph, progress=progress) if extract else None  # the LLM's new entities
@@ -108,7 +110,7 @@ def load_literature_ray(
     workers: int | None = None,
     shard_dir: Path | None = None,
     keep_shards: bool = False,
-    checkpoint_every: int = 5000,
+    checkpoint_every: int | None = None,
 ) -> RayLoad:
     """Files of articles loaded through the Ray Data pipeline (:mod:`ingest.pubmed.distributed`): a
     local Ray of ``workers`` CPUs (default: this machine's cores), or the cluster at ``address``; shard
@@ -126,6 +128,7 @@ def load_literature_ray(
     )
 
     workers = workers or os.cpu_count() or 1
+    checkpoint_every = checkpoint_every or c.settings.ingest_checkpoint_every
     linker = c.document_linker if link else None
     kit = WorkerKit.of(c.settings, c.settings.passage_max_words, linker)
     home = c.settings.data_dir / "shards"

@@ -5,6 +5,7 @@ a uniqueness constraint on ``Entity.id``, parameters only. Connection and authen
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -23,6 +24,9 @@ T = TypeVar("T")
 __all__ = ["Neo4jGraphStore"]
 
 _UNAVAILABLE = (neo4j_errors.ServiceUnavailable, neo4j_errors.SessionExpired, OSError)
+# Once the server is found unreachable (after the driver's own retries, up to connect_timeout_s), calls fail at
+# once for this long before one tries again: requests get their 503 in no time, not each after 10 s of retries.
+UNREACHABLE_HOLD_S = 2.0
 
 
 class Neo4jGraphStore(BaseGraphStore):
@@ -41,6 +45,7 @@ class Neo4jGraphStore(BaseGraphStore):
         super().__init__(batch_size=batch_size)
         self.uri = uri
         self.database = database
+        self._unreachable_until, self._unreachable_why = 0.0, ""
         try:
             self._driver = neo4j.GraphDatabase.driver(
                 uri,
@@ -80,16 +85,29 @@ class Neo4jGraphStore(BaseGraphStore):
     def _session(self, value: neo4j.Session | None) -> None:
         self._local.session = value
 
+    def _unavailable(self, exc: Exception) -> GraphStoreUnavailable:
+        """The error for an unreachable server, remembered for ``UNREACHABLE_HOLD_S``."""
+        self._unreachable_until, self._unreachable_why = time.monotonic() + UNREACHABLE_HOLD_S, str(exc)
+        return GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}")
+
+    def _check_reachable(self) -> None:
+        if time.monotonic() < self._unreachable_until:
+            raise GraphStoreUnavailable(
+                f"Neo4j at {self.uri} is unavailable: {self._unreachable_why} (tried again within "
+                f"{UNREACHABLE_HOLD_S:g} s)"
+            )
+
     @contextmanager
     def _mapped_errors(self) -> Iterator[None]:
-        """The driver's errors as the store's: unreachable or refused -> GraphStoreUnavailable (503),
-        a failed query or transaction -> GraphStoreError."""
+        """The driver's errors as the store's: unreachable or refused -> GraphStoreUnavailable (503, at once
+        for a moment after the server was found unreachable), a failed query or transaction -> GraphStoreError."""
+        self._check_reachable()
         try:
             yield
         except neo4j_errors.AuthError as exc:
             raise GraphStoreUnavailable(f"Neo4j at {self.uri} refused the credentials: {exc.message}") from exc
         except _UNAVAILABLE as exc:
-            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+            raise self._unavailable(exc) from exc
         except neo4j_errors.Neo4jError as exc:
             raise GraphStoreError(f"Neo4j query failed ({exc.code}): {exc.message}") from exc
         except neo4j_errors.TransactionError as exc:  # an earlier statement failed the transaction
@@ -111,20 +129,21 @@ class Neo4jGraphStore(BaseGraphStore):
             return session.execute_write(work) if write else session.execute_read(work)
 
     def _begin(self) -> None:
+        self._check_reachable()
         try:
             self._session = self._driver.session(database=self.database)
             self._tx = self._session.begin_transaction()
             self._tx.run(q.WRITE_LOCK).consume()  # one writer at a time (see WRITE_LOCK)
         except _UNAVAILABLE as exc:
             self._end_session()
-            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+            raise self._unavailable(exc) from exc
 
     def _commit(self) -> None:
         try:
             assert self._tx is not None
             self._tx.commit()
         except _UNAVAILABLE as exc:
-            raise GraphStoreUnavailable(f"Neo4j at {self.uri} is unavailable: {exc}") from exc
+            raise self._unavailable(exc) from exc
         except neo4j_errors.TransactionError as exc:
             raise GraphStoreError(TRANSACTION_ABORTED) from exc
         finally:

@@ -3,10 +3,13 @@ and JSON-or-table output."""
 
 from __future__ import annotations
 
+import errno
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -57,15 +60,34 @@ def container(embeds: bool = False, writes: str | None = None) -> Iterator[Conta
             raise fail(str(exc)) from None
     if embeds:  # said when the model loads, so bad input fails first with its one line
         c.text_embedder.on_load = lambda _: announce_embedding(c.settings)
+    failure: Exception | None = None
     try:
         yield c
-    except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError) as exc:
-        raise fail(str(exc)) from None
+    except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError, sqlite3.Error) as exc:
+        failure = exc
     finally:
         try:
             c.close()
         except GraphStoreError:
             pass
+        except (OSError, ValueError, sqlite3.Error) as exc:  # closing writes too (a full disk fails it again)
+            failure = failure or exc
+    if failure is not None:
+        raise fail(describe_failure(failure, c.settings.data_dir))
+
+
+def describe_failure(exc: Exception, data_dir: Path) -> str:
+    """One line for a command's failure; a full disk (SQLite's, Tantivy's or a file's ENOSPC) said as such,
+    with what to do: nothing written before the last checkpoint is lost, and a re-run goes on from there."""
+    text = str(exc)
+    if getattr(exc, "errno", None) == errno.ENOSPC or "disk is full" in text or "No space left" in text:
+        return (
+            f"no space left on the device of {data_dir} ({text}): free space and run the command again; "
+            "what was written before stays as it was, and a re-run goes on from the last checkpoint"
+        )
+    if isinstance(exc, sqlite3.Error):
+        return f"a database file under {data_dir} failed: {text}"
+    return text
 
 
 def announce_embedding(configured: Settings) -> None:

@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -23,12 +24,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str
+    process: subprocess.Popen[bytes]
+
+
 @contextmanager
-def medkg_serve(
+def medkg_server(
     env: dict[str, str], log_path: Path, cwd: Path | None = None, probe: str = "/readyz", timeout_s: float = 300
-) -> Iterator[str]:
+) -> Iterator[Served]:
     """Start ``medkg serve`` with ``env`` (its output to ``log_path``), wait until ``probe`` answers 200
-    and yield its URL; stop it on exit. Fails with the end of the log if it exits or is not up in time."""
+    and yield its URL and process (a fault test kills it); stop it on exit. Fails with the end of the log if
+    it exits or is not up in time."""
     port = free_port()
     with log_path.open("w") as log:
         server = subprocess.Popen(
@@ -49,10 +57,20 @@ def medkg_serve(
                 if time.monotonic() > deadline:
                     raise AssertionError(f"medkg serve did not answer {probe} within {timeout_s:.0f} s")
                 time.sleep(0.5)
-            yield url
+            yield Served(url, server)
         finally:
             server.terminate()
             try:
                 server.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 server.kill()
+                server.wait()
+
+
+@contextmanager
+def medkg_serve(
+    env: dict[str, str], log_path: Path, cwd: Path | None = None, probe: str = "/readyz", timeout_s: float = 300
+) -> Iterator[str]:
+    """``medkg_server``'s URL."""
+    with medkg_server(env, log_path, cwd, probe, timeout_s) as served:
+        yield served.url

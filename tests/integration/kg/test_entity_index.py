@@ -103,7 +103,9 @@ def test_vectors_come_from_the_index_when_current_else_are_embedded(
         vectors, embedded = index.vectors([changed, new, None])
         assert embedded == 2 and not np.allclose(vectors[0], stored[1])
         fresh = np.asarray(embedder.encode([embedding_text(changed)]), dtype=np.float32)[0]
-        assert np.allclose(vectors[0], fresh / np.linalg.norm(fresh), atol=1e-5)
+        # the same text's vector (to the embedding's precision: in bfloat16, as on CPUs with AMX, a vector moves
+        # by ~1e-5 with the batch it was computed in)
+        assert float(vectors[0] @ (fresh / np.linalg.norm(fresh))) > 0.9999
         assert np.linalg.norm(vectors[1]) == pytest.approx(1.0, abs=1e-5) and not vectors[2].any()
         assert new.id not in index.index and index.index.fingerprint(changed.id) == index._fingerprint(
             embedding_text(entities[1])
