@@ -592,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--neo4j", action="store_true", help="the graph in the Neo4j of MEDKG_NEO4J_* (replicas share it)")
     ap.add_argument("--ingest", type=Path, nargs="+",
                     help="PubMed files a `medkg ingest pubmed` loads beside the load, again and again")  # fmt: skip
+    ap.add_argument("--ingest-articles", type=int,
+                    help="ingest beside the load this many new articles: copies of ../shared/data/pubmed_xml under "
+                    "new PMIDs (written under build/)")  # fmt: skip
     ap.add_argument("--ready-timeout", type=float, default=600, help="seconds to wait for /readyz")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--build-data", type=Path, help=argparse.SUPPRESS)  # internal: build the small store, exit
@@ -603,6 +606,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.replicas > 1 and not args.neo4j:
         ap.error("--replicas > 1 needs --neo4j: replicas share their graph through Neo4j")
     env = graph_env(args.neo4j)
+    if args.ingest_articles:
+        from benchmarks.ingest_pubmed import DEFAULT_SOURCE, source_files, write_copies
+
+        corpus = ROOT / "build" / "load-test-ingest"
+        shutil.rmtree(corpus, ignore_errors=True)
+        args.ingest, n = write_copies(source_files(DEFAULT_SOURCE), DEFAULT_SOURCE, args.ingest_articles, corpus)
+        print(f"ingest: {n:,} new articles in {len(args.ingest)} files under {corpus}", flush=True)
 
     steps = [float(s) for s in args.steps.split(",")] if args.steps else list(SHORT_STEPS if args.short else FULL_STEPS)
     step_s = args.step_s or (8.0 if args.short else 30.0)

@@ -13,6 +13,7 @@ from kg.errors import InvalidInput, NotConfigured
 from kg.graph.base import GraphStoreError, GraphStoreUnavailable
 from kg.settings import GraphBackend, Settings, SettingsError, load_settings
 from kg.vector_index import VectorIndexError
+from service.api.metrics import install_metrics
 from service.api.overload import install_overload_limit
 from service.api.readiness import Readiness
 from service.api.routes import differential, evaluation, graph, images, qa, reports, sessions, text
@@ -108,6 +109,7 @@ def create_app(
 
     install_overload_limit(app, app_settings)  # first, so innermost: after keys, rate and size limits
     install_security(app, app_settings)
+    install_metrics(app)  # last, so outermost: it counts the refusals of the layers inside it too
 
     @app.exception_handler(GraphStoreUnavailable)
     async def unavailable(_: Request, exc: GraphStoreUnavailable) -> JSONResponse:
@@ -120,7 +122,8 @@ def create_app(
         return error_response(500, "graph store error")
 
     @app.exception_handler(LLMError)
-    async def llm_failed(_: Request, exc: LLMError) -> JSONResponse:
+    async def llm_failed(request: Request, exc: LLMError) -> JSONResponse:
+        request.app.state.metrics.llm_errors.labels(status=str(exc.status)).inc()
         return error_response(exc.status, str(exc))
 
     @app.exception_handler(UnknownSession)

@@ -108,7 +108,9 @@ async def qa(c: Deps, request: Request) -> Any:
     try:
         # c.qa is built on first use (linker, lexicon, indexes: seconds): in a worker, never on the loop
         if not wants_events:
-            return await run_in_threadpool(lambda: c.qa.ask(*args))
+            answer = await run_in_threadpool(lambda: c.qa.ask(*args))
+            request.app.state.metrics.observe_answer(answer)
+            return answer
         events = await run_in_threadpool(lambda: c.qa.ask_stream(*args))
         first = await run_in_threadpool(next, events)  # retrieval runs here: bad input still gets its status
     except KeyError as exc:
@@ -119,6 +121,8 @@ async def qa(c: Deps, request: Request) -> Any:
     def stream() -> Iterator[str]:
         yield _sse(*first)
         for name, data in events:
+            if name == "answer":
+                request.app.state.metrics.observe_answer(data)
             yield _sse(name, {"text": data} if name == "delta" else data)
 
     return StreamingResponse(
