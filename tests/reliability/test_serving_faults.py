@@ -11,6 +11,7 @@ own, under a steady stream of requests.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -78,7 +79,7 @@ class Traffic:
                 at = time.monotonic()
                 try:
                     r = client.request(method, f"{url}{path}", **kwargs)
-                    status, retry_after, body = r.status_code, r.headers.get("retry-after"), r.text[:300]
+                    status, retry_after, body = r.status_code, r.headers.get("retry-after"), r.text[:2000]
                 except httpx.HTTPError as exc:
                     status, retry_after, body = None, None, repr(exc)
                 outcome = Outcome(at, url, path, status, retry_after, body, time.monotonic() - at)
@@ -168,6 +169,10 @@ def _faults(neo4j: Neo4jProcess, tmp_path: Path) -> None:
         after = traffic.of(b.url, since=back_at + 5)
         assert after and all(o.ok for o in after), [o for o in after if not o.ok][:3]
         assert httpx.get(f"{b.url}/v1/stats", timeout=30).json() == stats
+        created = [json.loads(o.body)["id"] for o in traffic.of(b.url) if o.path == "/v1/sessions" and o.ok]
+        assert created and all(  # every session the server said it made, Neo4j down or not, is there
+            httpx.get(f"{b.url}/v1/sessions/{s}", timeout=30).status_code == 200 for s in created
+        )
         third = httpx.post(f"{b.url}/v1/qa", json={"question": "Is losartan one of them?", "session_id": session},
                            timeout=60)  # fmt: skip
         assert third.status_code == 200, third.text
