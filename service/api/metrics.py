@@ -88,7 +88,7 @@ class _StoreCollector(Collector):
             up.add_metric([], 0)
         yield up
         readiness = getattr(state, "readiness", None)
-        if readiness is not None and readiness.seconds is not None and not readiness.error:  # indexes loaded
+        if readiness is not None and readiness.loaded:
             yield GaugeMetricFamily("medkg_passages", "Passages in the passage index.", value=len(container.text_index))
             yield GaugeMetricFamily(
                 "medkg_indexed_entities", "Entities in the entity index.", value=len(container.entity_index.index)

@@ -71,6 +71,11 @@ class Readiness:
         self.error = None
         self.seconds = round(time.perf_counter() - started, 2)
 
+    @property
+    def loaded(self) -> bool:
+        """Every model and index loaded, none failed (what /readyz and /metrics read the indexes' sizes after)."""
+        return self.seconds is not None and not self.error
+
     def start(self) -> None:
         """Load in the background, unless a load runs; after a failure, try again (the last error stays
         reported until a load succeeds)."""
@@ -90,7 +95,7 @@ class Readiness:
             checks["graph"] = {"ok": False, "detail": str(exc)}
         # ready once every step has loaded (not when the QA engine alone is up: the phenotype and
         # image indexes load after it, and a damaged one must not be reported ready first)
-        loaded = self.seconds is not None and not self.error
+        loaded = self.loaded
         checks["models"] = {"ok": loaded, "seconds": self.seconds}
         if loaded:
             try:

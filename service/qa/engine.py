@@ -20,7 +20,7 @@ from service.qa.answer import Answer, unknown_answer, unknown_note
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
-from service.schema_types import WholeNumber, whole_number
+from service.schema_types import whole_number
 
 if TYPE_CHECKING:
     from multimodal.dicom import DicomImage
@@ -38,8 +38,10 @@ class UnknownSession(KeyError):
 
 
 class QAOptions(BaseModel):
-    k: WholeNumber = Field(default=8, ge=1, le=50, description="Passages to retrieve at most.")
-    hops: WholeNumber = Field(default=2, ge=0, le=4, description="Longest path between linked entities (SAME_AS free).")
+    k: whole_number(1, 50) = Field(default=8, description="Passages to retrieve at most.")  # type: ignore[valid-type]
+    hops: whole_number(0, 4) = Field(  # type: ignore[valid-type]
+        default=2, description="Longest path between linked entities (SAME_AS free)."
+    )
     mode: RequestedMode = Field(default="auto", description="auto: the LLM when configured, else extractive.")
     budget: whole_number(100, 16000) | None = Field(  # type: ignore[valid-type]
         default=None, description="Tokens of evidence at most (default MEDKG_QA_BUDGET_TOKENS)."

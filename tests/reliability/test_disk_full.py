@@ -28,10 +28,6 @@ QUERIES = ("aortic root dilatation", "losartan marfan", "valproate seizures chil
 NEW_DOC = "PMID:35196497"  # in ncbiutils' pubmed.xml, not in the QA store
 
 
-def _used_bytes(path: Path) -> int:
-    return sum(f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file())
-
-
 class SmallDisk:
     """A tmpfs mounted on ``path`` (empty), whose free space the test sets (``leave``) while it is in use: the
     index files stay where they are, as on a disk that fills up and is then given room."""

@@ -6,7 +6,6 @@ uninterrupted one-process load: graph counts, passages, vectors, mentions, co-me
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -36,21 +35,15 @@ def _kill_when(command: list[str], env: dict[str, str], ready: Callable[[], bool
         assert child.poll() is None, f"the load ended ({child.returncode}) before the kill: {log.read_text()[-2000:]}"
         assert time.monotonic() < deadline, "the step to kill at never came"
         time.sleep(0.05)
-    tree = [child.pid] + [p.pid for p in psutil.Process(child.pid).children(recursive=True)]
-    for pid in tree:
+    root = psutil.Process(child.pid)
+    tree = [root, *root.children(recursive=True)]
+    for process in tree:
         try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+            process.kill()  # SIGKILL
+        except psutil.NoSuchProcess:
             pass
     child.wait()
-    psutil.wait_procs([p for p in map(_process, tree) if p is not None], timeout=30)
-
-
-def _process(pid: int) -> psutil.Process | None:
-    try:
-        return psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return None
+    psutil.wait_procs(tree, timeout=30)
 
 
 def _merged(shards: Path) -> int:

@@ -16,7 +16,7 @@ from service.api.deps import body_schema, form_fields, get_container, multipart_
 from service.api.uploads import read_upload
 from service.container import Container
 from service.radiology.generator import GeneratedReport, UnknownImage
-from service.schema_types import WholeNumber
+from service.schema_types import whole_number
 
 router = APIRouter(prefix="/v1", tags=["reports"])
 Deps = Annotated[Container, Depends(get_container)]
@@ -32,7 +32,7 @@ class ReportRequest(BaseModel):
         description="The study's own findings, when the reader has them: they choose the priors and the impression.",
         examples=["The heart is enlarged. Small left pleural effusion."],
     )
-    k: WholeNumber = Field(default=5, ge=1, le=20, description="Prior reports to draw on.")
+    k: whole_number(1, 20) = Field(default=5, description="Prior reports to draw on.")  # type: ignore[valid-type]
     mode: Literal["auto", "extractive", "llm"] = "auto"
 
 
