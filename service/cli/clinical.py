@@ -66,24 +66,38 @@ def differential(
         list[str] | None,
         typer.Option("--gene", help="A candidate gene (HGNC symbol): rank only the diseases associated with it."),
     ] = None,
+    phenopacket: Annotated[
+        Path | None,
+        typer.Option(
+            "--phenopacket",
+            help="A GA4GH Phenopacket v2 (JSON): its observed and excluded phenotypic features and the genes of "
+            "its interpretations are added to the case.",
+            show_default=False,
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms (or a description, --text), with matched
-    phenotypes, genes and PMIDs."""
+    """Diseases (OMIM/ORPHA) ranked for a patient's HPO terms (or a description, --text, or a phenopacket,
+    --phenopacket), with matched phenotypes, genes and PMIDs."""
     from kg.curie import normalize_curie
     from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
+    from kg.differential.phenopacket import read_phenopacket_file
     from kg.errors import InvalidInput
 
-    if not terms and not text:
-        raise fail("give observed HPO terms (HP:...) or --text")
+    if not terms and not text and not phenopacket:
+        raise fail("give observed HPO terms (HP:...), --text or --phenopacket")
     try:
         namespaces = disease_namespaces(namespace or [])  # omim, MIM, Orphanet... as OMIM, ORPHA
+        packet = read_phenopacket_file(phenopacket) if phenopacket else None
     except InvalidInput as exc:
         raise fail(str(exc)) from None
+    terms = [*(terms or []), *(packet.observed if packet else [])]
+    exclude = [*(exclude or []), *(packet.excluded if packet else [])]
+    gene = list(dict.fromkeys([*(gene or []), *(packet.genes if packet else [])]))
     with container() as c:
         from_text, excluded_from_text = terms_in_text(c.linker, text) if text else ([], [])
-        observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms or []), *from_text]))
-        given_excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude or []), *excluded_from_text]))
+        observed = list(dict.fromkeys([*(normalize_curie(t) for t in terms), *from_text]))
+        given_excluded = list(dict.fromkeys([*(normalize_curie(t) for t in exclude), *excluded_from_text]))
         index = c.phenotype_index
         case = index.read_case(observed, given_excluded)
         known, excluded = case.observed, case.excluded

@@ -180,7 +180,7 @@ def test_differential_cli(tmp_path: Path) -> None:
     shown = run(["differential", "HP:0000252", "--text", "no epileptic seizures"], env, tmp_path)
     assert shown.returncode == 0 and "negated in the text, excluded: Seizure (HP:0001250)" in shown.stderr
     nothing = run(["differential"], env, tmp_path)
-    assert nothing.returncode == 2 and "give observed HPO terms (HP:...) or --text" in nothing.stderr
+    assert nothing.returncode == 2 and "give observed HPO terms (HP:...), --text or --phenopacket" in nothing.stderr
     none_linked = run(["differential", "--text", "no epileptic seizures"], env, tmp_path)
     assert none_linked.returncode == 2 and "none linked from the text" in none_linked.stderr
 

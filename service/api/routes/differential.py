@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, field_validator, model_validator
 
 from kg.curie import normalize_curie
 from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
+from kg.differential.phenopacket import (
+    HPO_TERM_PATTERN,
+    PHENOPACKET_FIELDS,
+    PhenopacketCase,
+    phenopacket_schema,
+    read_phenopacket,
+)
 from service.api.deps import get_container
 from service.container import Container
 
@@ -17,10 +24,8 @@ router = APIRouter(prefix="/v1", tags=["differential"])
 Deps = Annotated[Container, Depends(get_container)]
 
 
-# An HPO term as a CURIE in any spelling medkg reads (HP:0001250, hp:0001250, HPO:0001250, HP_0001250, the OBO
-# PURL; printable ASCII, no ':' or '|' after the prefix): the schema says so, and a term in that form that the
-# graph does not know is an answer (unknown_terms).
-HPO_TERM_PATTERN = r"^[ \t\r\n]*(?:[Hh][Pp](?:[Oo]?:|_)|https?://purl\.obolibrary\.org/obo/HP_)[!-9;-{}~]+[ \t\r\n]*$"
+# An HPO term in any spelling medkg reads: the schema says so, and a term in that form that the graph does not
+# know is an answer (unknown_terms).
 HpoTerm = Annotated[str, Field(min_length=4, max_length=200, json_schema_extra={"pattern": HPO_TERM_PATTERN})]
 
 
@@ -34,13 +39,26 @@ _NAMESPACE_WORDS = ("omim", "mim", "orphanet", "orpha", "ordo", "decipher")
 NAMESPACE_PATTERN = rf"^[ \t\r\n]*(?:{'|'.join(_any_case(w) for w in _NAMESPACE_WORDS)}):?[ \t\r\n]*$"
 
 
+def _phenopacket_json_schema(schema: dict[str, Any]) -> None:
+    schema.clear()
+    schema.update(phenopacket_schema())
+    schema["title"] = "Phenopacket"
+
+
+class Phenopacket(RootModel[dict[str, Any]]):
+    """A GA4GH Phenopacket v2, checked against the ``phenopackets`` package's schema."""
+
+    model_config = ConfigDict(json_schema_extra=_phenopacket_json_schema)
+
+
 class DifferentialRequest(BaseModel):
-    # a case states at least one observed phenotype: as HPO terms, or in text
+    # a case states at least one observed phenotype: as HPO terms, in text, or in a phenopacket
     model_config = ConfigDict(
         json_schema_extra={
             "anyOf": [
                 {"required": ["terms"], "properties": {"terms": {"minItems": 1}}},
                 {"required": ["text"], "properties": {"text": {"type": "string", "minLength": 1}}},
+                {"required": ["phenopacket"], "properties": {"phenopacket": {"type": "object"}}},
             ]
         }
     )
@@ -67,6 +85,22 @@ class DifferentialRequest(BaseModel):
         "the diseases associated with them.",
     )
 
+    phenopacket: Phenopacket | None = Field(
+        default=None,
+        description="A GA4GH Phenopacket v2: its observed and excluded phenotypic features are added to terms and "
+        "excluded, the genes of its interpretations (all but REJECTED) to genes. The whole body may be the "
+        "phenopacket instead.",
+    )
+    _case: PhenopacketCase | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_body_phenopacket(cls, data: Any) -> Any:
+        # a body with none of this request's fields and some of a phenopacket's is a phenopacket
+        if isinstance(data, dict) and not data.keys() & cls.model_fields.keys() and data.keys() & PHENOPACKET_FIELDS:
+            return {"phenopacket": data}
+        return data
+
     @field_validator("terms", "excluded")
     @classmethod
     def _curies(cls, values: list[str]) -> list[str]:
@@ -77,9 +111,23 @@ class DifferentialRequest(BaseModel):
 
     @model_validator(mode="after")
     def _states_a_phenotype(self) -> DifferentialRequest:
-        if not self.terms and not self.text:
-            raise ValueError("give observed HPO terms (terms) or a description (text)")
+        if self.phenopacket is not None:
+            self._case = read_phenopacket(self.phenopacket.root)  # InvalidInput naming the field
+        if not self.terms and not self.text and self._case is None:
+            raise ValueError("give observed HPO terms (terms), a description (text) or a phenopacket")
         return self
+
+    @property
+    def observed(self) -> list[str]:
+        return list(dict.fromkeys([*self.terms, *(self._case.observed if self._case else [])]))
+
+    @property
+    def all_excluded(self) -> list[str]:
+        return list(dict.fromkeys([*self.excluded, *(self._case.excluded if self._case else [])]))
+
+    @property
+    def all_genes(self) -> list[str]:
+        return list(dict.fromkeys([*self.genes, *(self._case.genes if self._case else [])]))
 
 
 class Match(BaseModel):
@@ -166,15 +214,24 @@ class DifferentialResponse(BaseModel):
     )
 
 
+def describe_body(openapi: dict[str, Any]) -> None:
+    """The body is a DifferentialRequest or, whole, a phenopacket: what the OpenAPI document says (a route's
+    ``openapi_extra`` can only add to the request model's ``$ref``, not replace it)."""
+    body = openapi["paths"]["/v1/differential"]["post"]["requestBody"]["content"]["application/json"]
+    body["schema"] = {
+        "anyOf": [{"$ref": "#/components/schemas/DifferentialRequest"}, {"$ref": "#/components/schemas/Phenopacket"}]
+    }
+
+
 @router.post("/differential", response_model=DifferentialResponse)
 def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     namespaces = disease_namespaces(request.namespaces)  # InvalidInput (422) for one outside them
     from_text, excluded_from_text = terms_in_text(c.linker, request.text) if request.text else ([], [])
-    given_excluded = list(dict.fromkeys([*request.excluded, *excluded_from_text]))
+    given_excluded = list(dict.fromkeys([*request.all_excluded, *excluded_from_text]))
     index = c.phenotype_index
-    case = index.read_case([*request.terms, *from_text], given_excluded)
+    case = index.read_case([*request.observed, *from_text], given_excluded)
     known, excluded = case.observed, case.excluded
-    genes, unknown_genes = index.known_genes(request.genes)
+    genes, unknown_genes = index.known_genes(request.all_genes)
     # A well-formed case with nothing to rank by is answered, not refused: no diseases, and why.
     reason = None
     if not known:
@@ -194,7 +251,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         unknown_terms=case.unknown,
         ignored_terms=case.ignored,
         replaced_terms={
-            **index.replacements([*request.terms, *from_text]),
+            **index.replacements([*request.observed, *from_text]),
             **index.replacements(given_excluded, broaden=False),
         },
         excluded=excluded,

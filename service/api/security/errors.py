@@ -60,6 +60,10 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+# What FastAPI raises (400) for a body it cannot decode; a body that is not JSON is 422 here, as for any other.
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
 # --- error handlers --------------------------------------------------------------------------------
 
 
@@ -70,6 +74,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         headers = {**(headers or {}), "Allow": ", ".join(allowed_methods(request))}
     if exc.status_code < 200 or exc.status_code in (204, 205, 304):
         return Response(status_code=exc.status_code, headers=headers)
+    if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:  # bytes that are not UTF-8 text: not JSON
+        return error_response(422, "request body is not valid JSON (UTF-8 text)", headers=headers)
     return error_response(exc.status_code, exc.detail, headers=headers)
 
 
