@@ -176,6 +176,7 @@ def report(
     ] = "",
     k: Annotated[int, typer.Option(min=1, max=20, help="Prior reports to draw on.")] = 5,
     mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
+    fhir: Annotated[bool, typer.Option("--fhir", help="Print a FHIR R4 DiagnosticReport (JSON).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Draft a radiology report (technique, findings, impression) from the most similar prior studies
@@ -210,6 +211,11 @@ def report(
             raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
         except LLMError as exc:
             raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
+    if fhir:
+        from service.radiology.fhir import as_diagnostic_report
+
+        print(as_diagnostic_report(r).model_dump_json(exclude_none=True, indent=2))
+        return
 
     def render(d: dict[str, Any]) -> None:
         out.print(f"[bold]INDICATION:[/] {d['indication'] or '-'}", highlight=False, soft_wrap=True)

@@ -23,7 +23,7 @@ from kg.text_index import TextIndex
 from kg.text_metrics import rouge_l
 from multimodal.dicom import DicomImage
 from multimodal.graph import MODALITY_NAMES
-from multimodal.image_index import ImageIndex
+from multimodal.image_index import ImageIndex, ImageRecord
 from service.qa.citations import check_citations
 from service.qa.engine import Citation
 from service.qa.extractive import ExtractiveComposer, split_sentences
@@ -96,7 +96,19 @@ class PriorOut(BaseModel):
     impression: str | None
 
 
+class StudyOut(BaseModel):
+    """The study a draft is for, de-identified: its pseudonymous ids (``STUDY:2.25...``, a DICOM UID under it)."""
+
+    image_id: str
+    study_id: str
+    series_id: str
+    modality: str | None
+    body_part: str | None
+    study_description: str | None
+
+
 class GeneratedReport(BaseModel):
+    study: StudyOut | None = Field(default=None, description="The de-identified study (null for a text-only draft).")
     indication: str
     technique: str
     findings: str
@@ -367,7 +379,18 @@ class ReportGenerator:
             findings_text = reader
         cited = list(dict.fromkeys(i for c in checked for i in c.cited))
         dropped += [d for c in checked for d in c.dropped if d not in dropped]
+        study = image if image is not None else self._indexed(image_id)
         return GeneratedReport(
+            study=StudyOut(
+                image_id=study.image_id,
+                study_id=study.study_id,
+                series_id=study.series_id,
+                modality=study.modality,
+                body_part=study.body_part,
+                study_description=study.study_description,
+            )
+            if study is not None
+            else None,
             indication=indication,
             technique=technique,
             findings=findings_text,
@@ -396,10 +419,13 @@ class ReportGenerator:
             timings_ms={k2: round(v * 1000, 2) for k2, v in timings.items()},
         )
 
-    def _indexed_technique(self, image_id: str | None) -> str:
+    def _indexed(self, image_id: str | None) -> ImageRecord | None:
         if not image_id or self.image_index is None:
-            return technique_of(None)
-        rec = self.image_index.get([image_id]).get(image_id)
+            return None
+        return self.image_index.get([image_id]).get(image_id)
+
+    def _indexed_technique(self, image_id: str | None) -> str:
+        rec = self._indexed(image_id)
         if rec is None:
             return technique_of(None)
         modality = MODALITY_NAMES.get(rec.modality or "", rec.modality or "Imaging")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request, Response
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -15,6 +15,7 @@ from starlette.datastructures import UploadFile
 from service.api.deps import body_schema, form_fields, get_container, multipart_body
 from service.api.uploads import read_upload
 from service.container import Container
+from service.radiology.fhir import FHIR_JSON, as_diagnostic_report
 from service.radiology.generator import GeneratedReport, UnknownImage
 from service.schema_types import whole_number
 
@@ -55,6 +56,10 @@ class StudyReportRequest(ReportRequest):
         }
     },
     responses={
+        200: {
+            "description": "The draft; with Accept: application/fhir+json, as a FHIR R4 DiagnosticReport.",
+            "content": {FHIR_JSON: {"schema": {"type": "object", "required": ["resourceType", "status", "code"]}}},
+        },
         404: {"description": "Unknown image id."},
         413: {"description": "Upload too large (MEDKG_MAX_UPLOAD_BYTES)."},
         415: {"description": "Not JSON / multipart, or the file is not DICOM."},
@@ -66,7 +71,9 @@ class StudyReportRequest(ReportRequest):
 )
 async def reports(c: Deps, request: Request) -> Any:
     """A draft report (technique, findings, impression, clinical context) from the most similar prior
-    studies and reports and knowledge-graph facts about the indication; every sentence cited."""
+    studies and reports and knowledge-graph facts about the indication; every sentence cited. With
+    ``Accept: application/fhir+json``, a FHIR R4 DiagnosticReport (preliminary; the impression as its
+    conclusion, the study and the cited prior reports as references)."""
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     image, image_id = None, None
     try:
@@ -86,10 +93,14 @@ async def reports(c: Deps, request: Request) -> Any:
     except ValidationError as exc:
         raise HTTPException(422, [{k: e[k] for k in ("loc", "msg", "type") if k in e} for e in exc.errors()]) from None
     try:
-        return await run_in_threadpool(  # the generator (image index, encoder) is built in the worker too
+        report = await run_in_threadpool(  # the generator (image index, encoder) is built in the worker too
             lambda: c.report_generator.generate(
                 body.indication, image, image_id, body.findings or None, body.k, body.mode
             )
         )
     except UnknownImage:  # only the image asked for: any other KeyError is a fault (500), not a 404
         raise HTTPException(404, f"no indexed image {image_id!r}") from None
+    if FHIR_JSON in request.headers.get("accept", ""):
+        resource = as_diagnostic_report(report)
+        return Response(resource.model_dump_json(exclude_none=True), media_type=f"{FHIR_JSON}; fhirVersion=4.0")
+    return report

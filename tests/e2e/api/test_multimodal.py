@@ -191,6 +191,11 @@ def test_cli_ingest_and_report(tmp_path: Path) -> None:
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["impression"].startswith("Right lower lobe pneumonia. [IUXR:8#")
+    fhir = run(["report", str(studies / "RG1_J2KI.dcm"), "--indication", "Chest pain.", "--fhir"], env, tmp_path)
+    assert fhir.returncode == 0, fhir.stderr[-2000:]
+    resource = json.loads(fhir.stdout)  # validated by fhir.resources as it was built
+    assert (resource["resourceType"], resource["status"]) == ("DiagnosticReport", "preliminary")
+    assert resource["conclusion"] == out["impression"] and resource["imagingStudy"][0]["type"] == "ImagingStudy"
     r = run(["report", str(csv), "--indication", "x"], env, tmp_path)
     assert r.returncode == 2 and "reports.csv" in r.stderr and "Traceback" not in r.stderr
     r = run(["report", "--image-id", "IMG:2.25.1", "--indication", "x"], env, tmp_path)
