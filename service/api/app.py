@@ -20,6 +20,8 @@ from service.api.routes import differential, evaluation, graph, images, qa, repo
 from service.api.security import announce_startup, error_response, install_security
 from service.build import BackgroundBuild
 from service.container import Container
+from service.mcp_server import build_server as build_mcp_server
+from service.mcp_server import http_routes
 from service.qa.engine import UnknownSession
 from service.qa.llm import LLMError
 from service.web import install_web
@@ -56,6 +58,9 @@ def create_app(
     stopped at its next progress update when the server stops."""
     app_settings = settings or (container.settings if container is not None else None) or load_settings()
 
+    mcp = build_mcp_server(lambda: app.state.container)
+    mcp_routes = http_routes(mcp)  # the SDK's session manager exists from here on
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         announce_startup(app_settings)
@@ -69,7 +74,8 @@ def create_app(
         if build is not None:
             build.start()
         try:
-            yield
+            async with mcp.session_manager.run():
+                yield
         finally:
             if _build_stopped(build):
                 app.state.container.close()
@@ -89,6 +95,7 @@ def create_app(
     app.include_router(images.router)
     app.include_router(evaluation.router)
     install_web(app)
+    app.router.routes.extend(mcp_routes)  # MCP over streamable HTTP (/mcp), behind the same security layers
     generate_openapi = app.openapi
 
     def openapi() -> dict:

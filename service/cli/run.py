@@ -61,6 +61,42 @@ def serve(
     _serve(configured)
 
 
+def mcp(
+    http: Annotated[
+        bool, typer.Option("--http", help="Streamable HTTP at /mcp (the whole API beside it) instead of stdio.")
+    ] = False,
+    host: Annotated[str | None, typer.Option(help="With --http: bind address (default MEDKG_API_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="With --http: port (default MEDKG_API_PORT).")] = None,
+) -> None:
+    """Serve medkg's tools to LLM agents over the Model Context Protocol: stdio (an agent starts this command),
+    or streamable HTTP (--http; every `medkg serve` has it at /mcp, with the API's keys and limits)."""
+    if http:
+        configured = settings()
+        configured = configured.model_copy(
+            update={"api_host": host or configured.api_host, "api_port": port or configured.api_port}
+        )
+        out.print(f"MCP (streamable HTTP) at http://{configured.api_host}:{configured.api_port}/mcp")
+        _serve(configured)
+        return
+    import logging
+    import sys
+
+    from kg.settings import GraphBackend
+    from service.api.readiness import Readiness
+    from service.container import Container
+    from service.mcp_server import build_server
+
+    # stdout carries the protocol: every log line goes to stderr
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    configured = settings()
+    c = Container(configured, read_only=configured.graph_backend == GraphBackend.neo4j)
+    Readiness(c, None).start()  # models and indexes load in the background, so the first call is quicker
+    try:
+        build_server(lambda: c).run()  # stdio, until the agent closes it
+    finally:
+        c.close()
+
+
 def _serve(configured: Settings, container: Container | None = None, build: BackgroundBuild | None = None) -> None:
     import uvicorn
 
@@ -81,4 +117,4 @@ def _serve(configured: Settings, container: Container | None = None, build: Back
     )
 
 
-COMMANDS = [demo, serve]
+COMMANDS = [demo, serve, mcp]
