@@ -36,12 +36,11 @@ from service.qa.llm import LLMError
 from service.radiology.generator import GeneratedReport, UnknownImage
 
 if TYPE_CHECKING:
-    from starlette.routing import BaseRoute
-    from starlette.types import Scope
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
     from service.container import Container
 
-__all__ = ["MCP_PATH", "build_server", "http_routes"]
+__all__ = ["MCP_PATH", "build_server", "http_endpoint", "mcp_route"]
 
 log = logging.getLogger("medkg.mcp")
 MCP_PATH = "/mcp"
@@ -213,23 +212,36 @@ def build_server(container: Callable[[], Container]) -> MCPServer:
     return server
 
 
-def http_routes(server: MCPServer) -> list[BaseRoute]:
-    """The streamable HTTP endpoint (``/mcp``) as routes of the medkg app, whose middleware does the security
-    (keys, open mode's Host/Origin check, limits): the SDK's own Host check is off. Stateless, JSON answers.
-    The app's lifespan must run ``server.session_manager.run()``."""
+def http_endpoint(server: MCPServer) -> ASGIApp:
+    """The streamable HTTP endpoint of ``server`` as an ASGI app, for the medkg app's ``/mcp`` route
+    (:func:`mcp_route`), whose middleware does the security (keys, open mode's Host/Origin check, limits): the
+    SDK's own Host check is off. Stateless, JSON answers. ``server.session_manager.run()`` must be running
+    while it serves (the app's lifespan), and runs once: each start of the app builds a new server."""
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    return [_NamedRoute(r.path, endpoint=r.endpoint) if isinstance(r, Route) else r for r in app.routes]
+    (route,) = [r for r in app.routes if isinstance(r, Route) and r.path == MCP_PATH]
+    return route.endpoint
+
+
+def mcp_route(current: Callable[[], ASGIApp]) -> Route:
+    """``/mcp``, answered by ``current()`` (the endpoint of the server the app's lifespan runs). It names
+    itself in the request's scope, as FastAPI's routes do, so the metrics label its requests ``/mcp``."""
+    return _NamedRoute(MCP_PATH, endpoint=_Current(current))
+
+
+class _Current:
+    def __init__(self, current: Callable[[], ASGIApp]) -> None:
+        self.current = current
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.current()(scope, receive, send)
 
 
 class _NamedRoute(Route):
-    """A route that names itself in the request's scope, as FastAPI's routes do: the metrics label a request
-    by its route (``/mcp``)."""
-
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
         if match != Match.NONE:

@@ -21,7 +21,7 @@ from service.api.security import announce_startup, error_response, install_secur
 from service.build import BackgroundBuild
 from service.container import Container
 from service.mcp_server import build_server as build_mcp_server
-from service.mcp_server import http_routes
+from service.mcp_server import http_endpoint, mcp_route
 from service.qa.engine import UnknownSession
 from service.qa.llm import LLMError
 from service.web import install_web
@@ -58,9 +58,6 @@ def create_app(
     stopped at its next progress update when the server stops."""
     app_settings = settings or (container.settings if container is not None else None) or load_settings()
 
-    mcp = build_mcp_server(lambda: app.state.container)
-    mcp_routes = http_routes(mcp)  # the SDK's session manager exists from here on
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         announce_startup(app_settings)
@@ -73,6 +70,8 @@ def create_app(
             app.state.readiness.start()
         if build is not None:
             build.start()
+        mcp = build_mcp_server(lambda: app.state.container)  # a new one each start: its manager runs once
+        app.state.mcp_endpoint = http_endpoint(mcp)
         try:
             async with mcp.session_manager.run():
                 yield
@@ -95,7 +94,8 @@ def create_app(
     app.include_router(images.router)
     app.include_router(evaluation.router)
     install_web(app)
-    app.router.routes.extend(mcp_routes)  # MCP over streamable HTTP (/mcp), behind the same security layers
+    # MCP over streamable HTTP (/mcp), behind the same security layers
+    app.router.routes.append(mcp_route(lambda: app.state.mcp_endpoint))
     generate_openapi = app.openapi
 
     def openapi() -> dict:
