@@ -2,20 +2,33 @@
 :func:`progress_bar` (a tqdm bar on the console, as before). A job run under :func:`watched` (the
 served demo's background build) sees each bar's counts, rate and ETA, and can ask the job to stop: the
 bar's next ``update`` raises :class:`Stopped`, and the loop ends as at an error, keeping what its
-last checkpoint made durable."""
+last checkpoint made durable. A data dir's writer job runs under :func:`published`: its bars go to a file
+that every server on the data dir exports on /metrics."""
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-__all__ = ["BarState", "Stopped", "Watch", "progress_bar", "watched"]
+__all__ = [
+    "PROGRESS_FILE",
+    "BarState",
+    "Stopped",
+    "Watch",
+    "progress_bar",
+    "published",
+    "read_published",
+    "watched",
+]
 
 _current = threading.local()
 
@@ -147,3 +160,73 @@ class _WatchedBar(tqdm):
 def progress_bar(**kwargs: Any) -> tqdm:
     """``tqdm(**kwargs)`` that a :class:`Watch` of this thread sees (and can stop at its next update)."""
     return _WatchedBar(**kwargs)
+
+
+# ---- a job's progress for other processes ---------------------------------------------------------------
+#: Where a data dir's writer (``medkg ingest``, ``reindex``, ``relink``: one at a time) publishes its progress,
+#: which every ``medkg serve`` on the data dir exports on /metrics.
+PROGRESS_FILE = "writer-progress.json"
+
+
+def _write_atomically(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextmanager
+def published(path: Path, job: str, every_s: float = 2.0) -> Iterator[Watch]:
+    """Run the block under a :class:`Watch` whose bars are written to ``path`` (JSON: the job, its state,
+    when it started and was last written, each bar's counts, rate and ETA) every ``every_s`` seconds and at
+    the end (state ``finished`` or ``failed``). A job killed outright leaves ``running`` with an old
+    ``updated_at``, which readers take as stalled. Writing is best effort: a full disk never fails the job."""
+    watch = Watch()
+    started = time.time()
+    done = threading.Event()
+
+    def snapshot(state: str) -> None:
+        now = time.monotonic()
+        data = {
+            "job": job,
+            "pid": os.getpid(),
+            "state": state,
+            "started_at": started,
+            "updated_at": time.time(),
+            "every_s": every_s,
+            "bars": [b.as_dict(now) for b in watch.bars()],
+        }
+        try:
+            _write_atomically(path, data)
+        except OSError:
+            pass
+
+    def writer() -> None:
+        while not done.wait(every_s):
+            snapshot("running")
+
+    snapshot("running")
+    thread = threading.Thread(target=writer, name="progress-writer", daemon=True)
+    thread.start()
+    state = "failed"
+    try:
+        with watched(watch):
+            yield watch
+        state = "finished"
+    finally:
+        done.set()
+        thread.join(timeout=every_s + 1)
+        snapshot(state)
+
+
+def read_published(path: Path, now: float | None = None) -> dict[str, Any] | None:
+    """What :func:`published` last wrote to ``path`` (None when nothing was, or it cannot be read), with
+    ``stalled``: a ``running`` job not heard of for three of its intervals (killed, or its host gone)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("bars"), list):
+        return None
+    age = (now or time.time()) - float(data.get("updated_at") or 0)
+    data["stalled"] = data.get("state") == "running" and age > 3 * float(data.get("every_s") or 2.0) + 1
+    return data

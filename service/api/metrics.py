@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kg.graph.base import GraphStoreError
+from kg.progress import PROGRESS_FILE, read_published
 
 if TYPE_CHECKING:
     from service.qa.engine import QAResponse
@@ -96,6 +97,48 @@ class _StoreCollector(Collector):
         build = getattr(readiness, "build", None) if readiness is not None else None
         if build is not None:
             yield from _build_metrics(build.report())
+        job = read_published(container.settings.data_dir / PROGRESS_FILE)
+        if job is not None:
+            yield from _writer_metrics(job)
+
+
+def _writer_metrics(job: dict[str, Any]) -> Iterator[Metric]:
+    """The data dir's writer job (``medkg ingest ...``, ``reindex``, ``relink``: its command, never its input),
+    as the job last published it: running (1; 0 when finished, failed or stalled), each step's counts,
+    rate and ETA, when it started and was last heard of."""
+    name = str(job.get("job", ""))
+    running = GaugeMetricFamily(
+        "medkg_writer_running", "1 while the data dir's writer job (medkg ingest ...) runs.", labels=["job"]
+    )
+    running.add_metric([name], 1 if job.get("state") == "running" and not job["stalled"] else 0)
+    yield running
+    state = GaugeMetricFamily(
+        "medkg_writer_state", "The writer job's last state (1 for the one it is in).", labels=["job", "state"]
+    )
+    current = "stalled" if job["stalled"] else str(job.get("state"))
+    for each in ("running", "finished", "failed", "stalled"):
+        state.add_metric([name, each], 1 if each == current else 0)
+    yield state
+    for key, help_text in (
+        ("started_at", "When the writer job started (Unix time)."),
+        ("updated_at", "When the writer job last published its progress (Unix time)."),
+    ):
+        yield GaugeMetricFamily(f"medkg_writer_{key.removesuffix('_at')}_timestamp_seconds", help_text,
+                                value=float(job.get(key) or 0))  # fmt: skip
+    labels = ["job", "step", "unit"]
+    done = GaugeMetricFamily("medkg_writer_done", "Items a step of the writer job has done.", labels=labels)
+    total = GaugeMetricFamily("medkg_writer_total", "Items a step of the writer job will do.", labels=labels)
+    rate = GaugeMetricFamily("medkg_writer_rate_per_second", "Items a second of a step so far.", labels=labels)
+    eta = GaugeMetricFamily("medkg_writer_eta_seconds", "Seconds a step still needs at its rate.", labels=labels)
+    for bar in job["bars"]:
+        if not isinstance(bar, dict):
+            continue
+        key = [name, str(bar.get("what", "")), str(bar.get("unit", ""))]
+        done.add_metric(key, float(bar.get("done") or 0))
+        for family, field in ((total, "total"), (rate, "rate_per_s"), (eta, "eta_s")):
+            if bar.get(field) is not None:
+                family.add_metric(key, float(bar[field]))
+    yield from (done, total, rate, eta)
 
 
 def _build_metrics(report: dict[str, Any]) -> Iterator[Metric]:

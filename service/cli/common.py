@@ -62,7 +62,13 @@ def container(embeds: bool = False, writes: str | None = None) -> Iterator[Conta
         c.text_embedder.on_load = lambda _: announce_embedding(c.settings)
     failure: Exception | None = None
     try:
-        yield c
+        if writes:  # the writer's progress, for the servers on the data dir to export (/metrics)
+            from kg.progress import PROGRESS_FILE, published
+
+            with published(c.settings.data_dir / PROGRESS_FILE, writes):
+                yield c
+        else:
+            yield c
     except (GraphStoreError, CurieError, ValueError, OSError, VectorIndexError, EmbedderError, sqlite3.Error) as exc:
         failure = exc
     finally:

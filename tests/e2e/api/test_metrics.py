@@ -69,3 +69,45 @@ def test_metrics_count_requests_by_route_and_observe_answers(tmp_path: Path) -> 
     # no label carries what a request did: ids, questions
     labels = {v for rows in samples.values() for got, _ in rows for v in got.values()}
     assert not any("OMIM:154700" in v or "HP:9999999" in v or "epilepsy" in v or "bread" in v for v in labels)
+
+
+def test_the_writer_jobs_progress_is_exported(tmp_path: Path) -> None:
+    """A `medkg ingest` publishes its progress in the data dir; a server on the data dir exports it: the job
+    (its command), its state, each step's counts; a job not heard of for long is stalled, not running."""
+    import json
+
+    from fastapi.testclient import TestClient
+
+    from kg.progress import PROGRESS_FILE
+    from service.api.app import create_app
+    from tests.e2e.cli.test_ingest import BAD_OBO
+    from tests.support.cli import run
+
+    obo = tmp_path / "do.obo"
+    obo.write_text(BAD_OBO)
+    data = tmp_path / "data"
+    env = {"MEDKG_DATA_DIR": str(data), "MEDKG_LADYBUG_BUFFER_POOL_MB": "256"}
+    assert run(["ingest", "obo", str(obo), "--prefix", "DOID", "--no-embed"], env, tmp_path).returncode == 0
+    published = json.loads((data / PROGRESS_FILE).read_text())
+    assert (published["job"], published["state"]) == ("medkg ingest obo", "finished")
+    settings = load_settings(data_dir=data, ladybug_buffer_pool_mb=256, api_keys=None)
+    with TestClient(create_app(settings)) as client:
+        r = client.get("/metrics")
+        assert r.status_code == 200, r.text
+        samples = {}
+        for family in text_string_to_metric_families(r.text):
+            for sample in family.samples:
+                samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+        job = {"job": "medkg ingest obo"}
+        assert _value(samples, "medkg_writer_state", **job, state="finished") == 1
+        assert _value(samples, "medkg_writer_running", **job) == 0
+        steps = {labels["step"]: value for labels, value in samples["medkg_writer_done"]}
+        assert steps and all(v >= 0 for v in steps.values()) and max(steps.values()) >= 2, steps
+        # killed outright: "running", but not heard of for long
+        (data / PROGRESS_FILE).write_text(json.dumps({**published, "state": "running", "updated_at": 1.0}))
+        stalled = {}
+        for family in text_string_to_metric_families(client.get("/metrics").text):
+            for sample in family.samples:
+                stalled.setdefault(sample.name, []).append((sample.labels, sample.value))
+        assert _value(stalled, "medkg_writer_state", **job, state="stalled") == 1
+        assert _value(stalled, "medkg_writer_running", **job) == 0

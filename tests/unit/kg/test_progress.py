@@ -4,6 +4,7 @@ innermost bar, and a stop request raised at the job's next update."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -65,3 +66,26 @@ def test_a_stop_request_ends_the_job_at_its_next_update() -> None:
             bar.update(1)
             counted.append(i)
     assert counted == [0, 1, 2] and watch.stop_requested
+
+
+def test_a_published_job_writes_its_bars_while_it_runs_and_its_end(tmp_path) -> None:
+    from kg.progress import published, read_published
+
+    path = tmp_path / "progress.json"
+    with (
+        published(path, "medkg ingest pubmed", every_s=0.05),
+        progress_bar(total=4, desc="articles", disable=True) as bar,
+    ):
+        bar.update(3)
+        deadline = time.monotonic() + 5
+        while (seen := read_published(path)) is None or not seen["bars"] or seen["bars"][0]["done"] != 3:
+            assert time.monotonic() < deadline, seen
+        assert seen["state"] == "running" and not seen["stalled"] and seen["bars"][0]["total"] == 4
+    end = read_published(path)
+    assert (end["job"], end["state"], end["bars"][0]["done"]) == ("medkg ingest pubmed", "finished", 3)
+    assert read_published(path, now=end["updated_at"] + 3600)["stalled"] is False  # finished is never stalled
+    with pytest.raises(RuntimeError), published(path, "medkg relink", every_s=0.05):
+        raise RuntimeError("the job failed")
+    assert read_published(path)["state"] == "failed"
+    path.write_text("{not json")
+    assert read_published(path) is None and read_published(tmp_path / "absent.json") is None
