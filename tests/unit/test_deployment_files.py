@@ -98,3 +98,22 @@ def test_the_volume_holds_the_data_dirs_parent() -> None:
     assert f"chown medkg {data.parent}" in dockerfile
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".venv", "data", ".git"} <= set(ignored)  # never sent to the daemon: keys, sessions, environments
+
+
+def test_prometheus_scrapes_every_replica_with_a_key() -> None:
+    """Profile "monitoring": Prometheus finds each replica through Docker's DNS (the service name resolves to
+    every replica) and sends a key of MEDKG_API_KEYS from a secret, at the path its config reads."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    prometheus = compose["services"]["prometheus"]
+    assert prometheus["profiles"] == ["monitoring"] and prometheus["depends_on"] == ["api"]
+    config_mount = next(v for v in prometheus["volumes"] if v.endswith(":/etc/prometheus/prometheus.yml:ro"))
+    config = yaml.safe_load((ROOT / config_mount.split(":")[0]).read_text())
+    (job,) = config["scrape_configs"]
+    (target,) = job["dns_sd_configs"]
+    api_port = int(compose["services"]["api"]["environment"]["MEDKG_API_PORT"])
+    assert target == {"names": ["api"], "type": "A", "port": api_port, "refresh_interval": "30s"}
+    assert job["metrics_path"] == "/metrics"
+    (secret,) = prometheus["secrets"]
+    assert job["authorization"]["credentials_file"] == secret["target"]
+    assert compose["secrets"][secret["source"]] == {"environment": "MEDKG_PROMETHEUS_KEY"}
+    assert "prometheus-data" in compose["volumes"]
