@@ -289,6 +289,55 @@ def ingest_dicom(
         print_images_load(out, _ingestion().load_dicom(c, paths, progress))
 
 
+@app.command("dicomweb")
+def ingest_dicomweb(
+    url: Annotated[str, typer.Argument(help="The server's DICOMweb root, e.g. http://127.0.0.1:8042/dicom-web.")],
+    study: Annotated[str | None, typer.Option("--study", help="Only this study (its Study Instance UID).")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most this many studies.")] = None,
+    user: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_USER", help="Basic auth user.")] = None,
+    password: Annotated[
+        str | None,
+        typer.Option(
+            envvar="MEDKG_DICOMWEB_PASSWORD", help="Basic auth password (the variable keeps it out of the history)."
+        ),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="MEDKG_DICOMWEB_TOKEN", help="Bearer token (instead of a user).")
+    ] = None,
+    progress: ProgressOpt = True,
+) -> None:
+    """DICOM studies from a PACS: searched (QIDO-RS) and retrieved (WADO-RS) over DICOMweb, then loaded as
+    `ingest dicom` loads files (de-identified, image index, graph). Instances loaded before are not
+    retrieved again: re-run to resume."""
+    from ingest.dicomweb import DicomWeb, already_loaded, plan, retrieve_and_load
+    from kg.errors import InvalidInput
+    from service.ingestion import ImagesLoad
+
+    try:
+        server = DicomWeb(url, user=user, password=password, token=token)
+    except InvalidInput as exc:
+        raise fail(str(exc)) from None
+    with container(writes="medkg ingest dicomweb", embeds=True) as c:
+        todo = plan(server, c.pseudonymizer, already_loaded(c.image_index, c.graph), study, limit, progress)
+        out.print(
+            f"dicomweb: {todo.studies:,} stud{'y' if todo.studies == 1 else 'ies'}, {todo.instances:,} "
+            f"instance{'' if todo.instances == 1 else 's'} on {todo.url}; {todo.already:,} loaded before (not "
+            f"retrieved again), {len(todo.pending):,} to retrieve"
+            + (f"; {todo.unlisted:,} listed without their UIDs (skipped)" if todo.unlisted else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
+        if not todo.pending:
+            out.print("dicomweb: nothing new to load", highlight=False)
+            return
+
+        def load(folder: Path):  # noqa: ANN202 - multimodal.load.ImageLoadResult
+            return _ingestion().load_dicom(c, [folder], progress=False).result
+
+        result = retrieve_and_load(server, todo.pending, load, total=len(todo.pending), progress=progress)
+        print_images_load(out, ImagesLoad(result, len(c.image_index)))
+
+
 @app.command("reports")
 def ingest_reports(
     file: Annotated[Path, typer.Argument(help="Reports CSV (IU chest X-ray layout).", exists=True, dir_okay=False)],
