@@ -2,9 +2,10 @@
 genes of its interpretations, and (for evaluation) its diagnoses and publications.
 
 The JSON Schema is derived from the ``phenopackets`` package's protobuf descriptors, so it admits exactly the
-documents the package's JSON parser takes, with what a differential needs added: at least one phenotypic
-feature, each naming an HPO term. A document is checked against it (an error names the field, e.g.
-``phenopacket.phenotypicFeatures[2].type.id``) and then parsed by the package.
+documents the package's JSON parser takes (VRS variations aside: any object, not read), with what a
+differential needs added: at least one phenotypic feature, each naming an HPO term. A document is checked
+against it (an error names the field, e.g. ``phenopacket.phenotypicFeatures[2].type.id``) and then parsed by
+the package.
 """
 
 from __future__ import annotations
@@ -43,26 +44,12 @@ PHENOPACKET_FIELDS = frozenset(f.json_name for f in Phenopacket.DESCRIPTOR.field
 # interpretation statuses whose genes are candidates for the case (all but a gene ruled out)
 _REJECTED = "REJECTED"
 _SHOWN = 120
-# The parts of a phenopacket a differential and its evaluation read, described and checked in full; the rest
-# is not read (any object where the package has a message).
-_GENE_CALL = {
-    "subjectOrBiosampleId": True,
-    "interpretationStatus": True,
-    "gene": True,
-    "variantInterpretation": {"variationDescriptor": {"geneContext": True}},
-}
-READ = {
-    "id": True,
-    "phenotypicFeatures": True,
-    "interpretations": {
-        "id": True,
-        "progressStatus": True,
-        "summary": True,
-        "diagnosis": {"disease": True, "genomicInterpretations": _GENE_CALL},
-    },
-    "diseases": True,
-    "metaData": {"externalReferences": True},
-}  # characters of an offending value quoted in an error
+# VRS's variations (a variant's ``variationDescriptor.variation``): any object, neither checked nor parsed. medkg
+# reads no variation, and their schema (seven-way oneofs nested in each other, a recursive VariationSet) makes
+# JSON Schema generators (schemathesis) give up on the whole document.
+_OPAQUE = frozenset({"org.ga4gh.vrs.v1.Variation"})
+# 64-bit integers up to JSON's safe range (2**53 - 1): beyond it, a JSON number is not one integer to every reader
+_SAFE_INTEGER = 2**53 - 1
 
 _INT_RANGES = {
     FieldDescriptor.TYPE_INT32: (-(2**31), 2**31 - 1),
@@ -70,11 +57,11 @@ _INT_RANGES = {
     FieldDescriptor.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
     FieldDescriptor.TYPE_UINT32: (0, 2**32 - 1),
     FieldDescriptor.TYPE_FIXED32: (0, 2**32 - 1),
-    FieldDescriptor.TYPE_INT64: (-(2**63), 2**63 - 1),
-    FieldDescriptor.TYPE_SINT64: (-(2**63), 2**63 - 1),
-    FieldDescriptor.TYPE_SFIXED64: (-(2**63), 2**63 - 1),
-    FieldDescriptor.TYPE_UINT64: (0, 2**64 - 1),
-    FieldDescriptor.TYPE_FIXED64: (0, 2**64 - 1),
+    FieldDescriptor.TYPE_INT64: (-_SAFE_INTEGER, _SAFE_INTEGER),
+    FieldDescriptor.TYPE_SINT64: (-_SAFE_INTEGER, _SAFE_INTEGER),
+    FieldDescriptor.TYPE_SFIXED64: (-_SAFE_INTEGER, _SAFE_INTEGER),
+    FieldDescriptor.TYPE_UINT64: (0, _SAFE_INTEGER),
+    FieldDescriptor.TYPE_FIXED64: (0, _SAFE_INTEGER),
 }
 _FLOAT_MAX = 3.4028234663852886e38
 # RFC 3339, which protobuf's Timestamp reads (the parser also checks the date against the calendar)
@@ -98,30 +85,27 @@ def _scalar(field: FieldDescriptor) -> dict:
     return {"type": "string"}
 
 
-def _message(descriptor: Descriptor, read: dict | None = None, ancestors: tuple[str, ...] = ()) -> dict:
-    """The JSON Schema of a message in proto3's JSON mapping (lowerCamelCase names, enum names). ``read``: the
-    fields described (a nested dict of json names, ``True`` for a whole field; None: all); a field of another
-    message type that is not is any object (``x-unread``: neither checked nor parsed). A message that
-    contains itself (VRS's VariationSet) is described one level deep."""
+def _message(descriptor: Descriptor, ancestors: tuple[str, ...] = ()) -> dict:
+    """The JSON Schema of a message in proto3's JSON mapping (lowerCamelCase names, enum names, at most one
+    member of a oneof). A field of an ``_OPAQUE`` type is any object (``x-unread``: neither checked nor
+    parsed); a message that contains itself is described one level deep."""
     if descriptor.full_name == "google.protobuf.Timestamp":
         return dict(_TIMESTAMP)
     ancestors = (*ancestors, descriptor.full_name)
     properties: dict[str, dict] = {}
     for field in descriptor.fields:
-        if field.message_type is not None and field.message_type.full_name in ancestors:
+        kind = field.message_type
+        if kind is not None and kind.full_name in ancestors:
             continue  # recursion: not described, so not accepted
-        part = None if read is None else read.get(field.json_name)
-        if field.message_type is not None and read is not None and part is None:
-            is_timestamp = field.message_type.full_name == "google.protobuf.Timestamp"
-            unread = {"type": "string" if is_timestamp else "object", "x-unread": True}
-            properties[field.json_name] = {"type": "array", "items": unread, "x-unread": True} if (
-                field.is_repeated) else unread  # fmt: skip
+        if kind is not None and kind.full_name in _OPAQUE:
+            unread = {"type": "object", "x-unread": True}
+            properties[field.json_name] = {"type": "array", "items": unread} if field.is_repeated else unread
             continue
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            value = field.message_type.fields_by_name["value"]
-            properties[field.json_name] = {"type": "object", "additionalProperties": _field(value, None, ancestors)}
+        if kind is not None and kind.GetOptions().map_entry:
+            value = kind.fields_by_name["value"]
+            properties[field.json_name] = {"type": "object", "additionalProperties": _field(value, ancestors)}
             continue
-        schema = _field(field, None if part is True else part, ancestors)
+        schema = _field(field, ancestors)
         properties[field.json_name] = {"type": "array", "items": schema} if field.is_repeated else schema
     schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     exclusive = [
@@ -138,17 +122,17 @@ def _message(descriptor: Descriptor, read: dict | None = None, ancestors: tuple[
     return schema
 
 
-def _field(field: FieldDescriptor, read: dict | None, ancestors: tuple[str, ...]) -> dict:
-    return _message(field.message_type, read, ancestors) if field.message_type is not None else _scalar(field)
+def _field(field: FieldDescriptor, ancestors: tuple[str, ...]) -> dict:
+    return _message(field.message_type, ancestors) if field.message_type is not None else _scalar(field)
 
 
-def _read_part(data: Any, schema: dict) -> Any:
+def _parsed_part(data: Any, schema: dict) -> Any:
     """``data`` without its unread parts (``x-unread``), which the package's parser is not given."""
     if isinstance(data, dict) and "properties" in schema:
         fields = schema["properties"]
-        return {k: _read_part(v, fields[k]) for k, v in data.items() if k in fields and not fields[k].get("x-unread")}
+        return {k: _parsed_part(v, fields[k]) for k, v in data.items() if k in fields and not fields[k].get("x-unread")}
     if isinstance(data, list) and "items" in schema:
-        return [_read_part(v, schema["items"]) for v in data]
+        return [_parsed_part(v, schema["items"]) for v in data]
     return data
 
 
@@ -156,7 +140,7 @@ def _read_part(data: Any, schema: dict) -> Any:
 def phenopacket_schema() -> dict:
     """The JSON Schema of a phenopacket a differential reads (its ``phenotypicFeatures`` required, non-empty,
     each with an HPO ``type``)."""
-    schema = _message(Phenopacket.DESCRIPTOR, READ)
+    schema = _message(Phenopacket.DESCRIPTOR)
     feature = schema["properties"]["phenotypicFeatures"]
     feature["minItems"] = 1
     item = feature["items"]
@@ -168,9 +152,8 @@ def phenopacket_schema() -> dict:
     schema["description"] = (
         "A GA4GH Phenopacket v2 (JSON, as phenopacket-store holds them): its phenotypic features are the "
         "observed and excluded terms, the genes of its interpretations (all but REJECTED) the candidate genes. "
-        "The parts read (id, phenotypicFeatures, interpretations up to each call's gene, diseases, "
-        "metaData.externalReferences) are checked against the phenopackets schema; the others (subject, "
-        "measurements, biosamples, medicalActions, files, the rest of metaData and of a variant) are not read."
+        "Checked against the phenopackets package's schema, all but VRS variations (variationDescriptor."
+        "variation: any object, not read)."
     )
     return schema
 
@@ -242,7 +225,7 @@ def read_phenopacket(data: object, root: str = "phenopacket") -> PhenopacketCase
         raise InvalidInput(problem)
     message = Phenopacket()
     try:
-        json_format.ParseDict(_read_part(data, phenopacket_schema()), message)
+        json_format.ParseDict(_parsed_part(data, phenopacket_schema()), message)
     except json_format.ParseError as exc:  # what the schema cannot say: a date that is not in the calendar
         raise InvalidInput(_parse_error(str(exc), root)) from None
     return _case(message)

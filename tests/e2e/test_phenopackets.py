@@ -77,6 +77,10 @@ def test_a_phenopacket_is_a_case_whole_or_under_its_key(client: TestClient) -> N
          "phenopacket.phenotypicFeatures[0].onset.timestamp: day is out of range for month"),
         (lambda p: p["interpretations"][0].update(progressStatus="DONE"),
          "phenopacket.interpretations[0].progressStatus: 'DONE' is not one of"),
+        (lambda p: p["metaData"].update(created="2024-02-30T00:00:00Z"),
+         "phenopacket.metaData.created: day is out of range for month"),
+        (lambda p: p["subject"].update(sex="M"), "phenopacket.subject.sex: 'M' is not one of"),
+        (lambda p: p["subject"].update(anything=1), "phenopacket.subject: no field anything in a phenopacket here"),
         (lambda p: p["metaData"]["externalReferences"][0].update(reference=["x"]),
          "phenopacket.metaData.externalReferences[0].reference: ['x'] is not of type 'string'"),
         (lambda p: p["phenotypicFeatures"][0].pop("type"),
@@ -94,15 +98,17 @@ def test_a_bad_phenopacket_is_refused_naming_the_field(client: TestClient, chang
         assert r.status_code == 422 and message in r.text, r.text
 
 
-def test_the_parts_not_read_are_passed_over(client: TestClient) -> None:
+def test_a_vrs_variation_is_passed_over_and_the_rest_checked(client: TestClient) -> None:
     packet = as_phenopacket(CASE)
-    packet["subject"] = {"id": "p1", "sex": "M", "anything": [1]}  # not read: not checked
-    packet["measurements"] = [{"assay": "not a term"}]
-    packet["metaData"]["created"] = "yesterday"
     variant = packet["interpretations"][0]["diagnosis"]["genomicInterpretations"][0]["variantInterpretation"]
-    variant["variationDescriptor"]["vcfRecord"] = {"chrom": "chr1", "pos": "not a number"}
+    variant["variationDescriptor"]["variation"] = {"allele": {"anything": ["not read"]}}  # VRS: not read
+    variant["variationDescriptor"]["vcfRecord"] = {"chrom": "chr1", "pos": 156137756, "ref": "C", "alt": "A"}
+    packet["subject"] = {"id": "p1", "sex": "FEMALE", "timeAtLastEncounter": {"age": {"iso8601duration": "P3Y"}}}
     r = client.post("/v1/differential", json=packet)
     assert r.status_code == 200 and r.json()["genes"] == ["MCPH1"], r.text
+    variant["variationDescriptor"]["vcfRecord"]["pos"] = "not a number"
+    refused = client.post("/v1/differential", json=packet)
+    assert refused.status_code == 422 and "variationDescriptor.vcfRecord.pos: 'not a number'" in refused.text
 
 
 def test_the_openapi_document_describes_both_bodies(client: TestClient) -> None:

@@ -38,9 +38,15 @@ def test_the_schema_is_the_protobuf_json_mapping() -> None:
     onset = feature["onset"]["properties"]
     assert onset["timestamp"] == {"type": "string", "format": "date-time"}
     assert onset["age"]["properties"] == {"iso8601duration": {"type": "string"}}
-    # what a differential does not read is any object, neither checked nor parsed
-    assert schema["properties"]["subject"] == {"type": "object", "x-unread": True}
-    assert schema["properties"]["metaData"]["properties"]["created"] == {"type": "string", "x-unread": True}
+    sex = schema["properties"]["subject"]["properties"]["sex"]
+    assert sex["enum"] == ["UNKNOWN_SEX", "FEMALE", "MALE", "OTHER_SEX"]
+    assert schema["properties"]["metaData"]["properties"]["created"] == {"type": "string", "format": "date-time"}
     call = schema["properties"]["interpretations"]["items"]["properties"]["diagnosis"]["properties"]
+    # 64-bit integers within JSON's safe range; VRS variations any object, neither checked nor parsed
+    descriptor = call["genomicInterpretations"]["items"]["properties"]["variantInterpretation"]["properties"][
+        "variationDescriptor"
+    ]["properties"]
+    assert descriptor["vcfRecord"]["properties"]["pos"] == {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
+    assert descriptor["variation"] == {"type": "object", "x-unread": True}
     oneof = call["genomicInterpretations"]["items"]["allOf"]
     assert [o["x-oneof"] for o in oneof] == [["gene", "variantInterpretation"]]
