@@ -228,6 +228,11 @@ class DicomWeb:
         except Exception as exc:  # pydicom on a part that is no data set (truncated, damaged): this one's
             raise DicomwebError(f"{what}: unreadable answer from {self.url} ({type(exc).__name__})", 200) from None
 
+    def store(self, datasets: list[Dataset]) -> None:
+        """Store instances on the server (STOW-RS), e.g. a drafted report as a structured report."""
+        with self._request("STOW-RS store"):
+            self.client.store_instances(datasets)
+
 
 # ---- planning and loading -----------------------------------------------------------------------------------
 def already_loaded(index: ImageIndex, graph: BaseGraphStore) -> Callable[[list[str]], set[str]]:

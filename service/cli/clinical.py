@@ -177,6 +177,21 @@ def report(
     k: Annotated[int, typer.Option(min=1, max=20, help="Prior reports to draw on.")] = 5,
     mode: Annotated[str, typer.Option(help="auto (LLM when configured), extractive or llm.")] = "auto",
     fhir: Annotated[bool, typer.Option("--fhir", help="Print a FHIR R4 DiagnosticReport (JSON).")] = False,
+    sr: Annotated[
+        Path | None,
+        typer.Option(
+            "--sr", help="Also write the draft as a DICOM Structured Report in the file's study.", dir_okay=False
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="Also store that structured report on a DICOMweb server (its root; STOW-RS)."),
+    ] = None,
+    user: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_USER", help="--store's basic auth user.")] = None,
+    password: Annotated[
+        str | None, typer.Option(envvar="MEDKG_DICOMWEB_PASSWORD", help="--store's basic auth password.")
+    ] = None,
+    token: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_TOKEN", help="--store's bearer token.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Draft a radiology report (technique, findings, impression) from the most similar prior studies
@@ -187,6 +202,17 @@ def report(
 
     if file is None and not image_id:
         raise fail("give a DICOM file or --image-id")
+    if (sr or store) and file is None:
+        raise fail("--sr and --store put the draft into the study of a DICOM file: give the file")
+    server = None
+    if store:
+        from ingest.dicomweb import DicomWeb
+        from kg.errors import InvalidInput
+
+        try:
+            server = DicomWeb(store, user=user, password=password, token=token)
+        except InvalidInput as exc:
+            raise fail(str(exc)) from None
     if mode not in ("auto", "extractive", "llm"):
         raise fail(f"--mode must be auto, extractive or llm, not {mode!r}")
     with container() as c:
@@ -211,6 +237,8 @@ def report(
             raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
         except LLMError as exc:
             raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
+    if sr or server is not None:
+        _structured_report(r, file, sr, server)
     if fhir:
         from service.radiology.fhir import as_diagnostic_report
 
@@ -230,6 +258,33 @@ def report(
             out.print(f"  prior {p['doc_id']} ({p['score']:.2f}, by {' and '.join(p['via'])})", highlight=False)
 
     emit(r.model_dump(mode="json"), as_json, render)
+
+
+def _structured_report(r: Any, file: Path | None, path: Path | None, server: Any) -> None:
+    """The draft as a DICOM SR in ``file``'s study: written to ``path``, stored on ``server`` (STOW-RS)."""
+    import pydicom
+
+    from kg.errors import InvalidInput
+    from service.radiology.dicom_sr import as_structured_report
+
+    assert file is not None
+    source = pydicom.dcmread(file, stop_before_pixels=True)
+    try:
+        structured = as_structured_report(r, source)
+    except (ValueError, AttributeError) as exc:  # highdicom: the file lacks what an SR's evidence needs
+        raise fail(f"{file.name}: cannot reference it from a structured report ({exc})") from None
+    if path is not None:
+        try:
+            structured.save_as(path, enforce_file_format=True)
+        except OSError as exc:
+            raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
+        err.print(f"structured report written to {path}", highlight=False)
+    if server is not None:
+        try:
+            server.store([structured])
+        except InvalidInput as exc:
+            raise fail(str(exc)) from None
+        err.print(f"structured report stored on {server.url} (series {structured.SeriesInstanceUID})", highlight=False)
 
 
 COMMANDS = [ask, differential, report]
