@@ -33,7 +33,16 @@ from multimodal.deid import Pseudonymizer
 from multimodal.image_index import ImageIndex
 from multimodal.load import ImageLoadResult
 
-__all__ = ["DicomWeb", "DicomwebError", "Instance", "Plan", "already_loaded", "plan", "retrieve_and_load"]
+__all__ = [
+    "DicomWeb",
+    "DicomwebError",
+    "Instance",
+    "Plan",
+    "already_loaded",
+    "plan",
+    "retrieve_and_load",
+    "study_image",
+]
 
 STUDY_UID, SERIES_UID, SOP_UID = "0020000D", "0020000E", "00080018"
 PAGE = 500  # QIDO-RS results asked for at once (a server may give fewer: paging goes on until one adds none)
@@ -232,6 +241,20 @@ class DicomWeb:
         """Store instances on the server (STOW-RS), e.g. a drafted report as a structured report."""
         with self._request("STOW-RS store"):
             self.client.store_instances(datasets)
+
+
+def study_image(server: DicomWeb, study: str) -> Dataset:
+    """The first instance of ``study`` on ``server`` that holds pixels (a report's study), as stored: the
+    original data set, which the caller de-identifies before reading it (an SR made from it goes back to the
+    same study). ``InvalidInput`` for a study the server does not have or one without an image."""
+    server.studies(study)  # "no study UID ... on URL" when it has none
+    for item in server.instances(study):
+        series, sop = _first(item, SERIES_UID), _first(item, SOP_UID)
+        if series and sop:
+            ds = server.retrieve(Instance(study, series, sop, image_id=""))
+            if "PixelData" in ds:
+                return ds
+    raise InvalidInput(f"study {study} on {server.url} has no image (no instance with pixel data)")
 
 
 # ---- planning and loading -----------------------------------------------------------------------------------

@@ -77,8 +77,9 @@ def _as_tool_errors() -> Iterator[None]:
         raise ToolError(f"the LLM failed ({exc.status}): {exc}") from None
 
 
-def build_server(container: Callable[[], Container]) -> MCPServer:
-    """The MCP server, its tools calling into ``container()`` (the server's, or the stdio process's own)."""
+def build_server(container: Callable[[], Container], observe: Callable[[QAResponse], None] | None = None) -> MCPServer:
+    """The MCP server, its tools calling into ``container()`` (the server's, or the stdio process's own);
+    ``observe``: told of each answer (the HTTP app's metrics)."""
     server = MCPServer(name="medkg", title="medkg", instructions=INSTRUCTIONS, version="0.1.0")
 
     @server.tool(annotations=READ_ONLY)
@@ -97,7 +98,10 @@ def build_server(container: Callable[[], Container]) -> MCPServer:
         every sentence cites its evidence, and the answer abstains when the evidence does not support one."""
         with _as_tool_errors():
             options = QAOptions(k=k, hops=hops, mode=mode)
-            return container().qa.ask(question, None, options, None, image_id)
+            answer = container().qa.ask(question, None, options, None, image_id)
+        if observe is not None:
+            observe(answer)
+        return answer
 
     @server.tool(annotations=READ_ONLY)
     def differential(

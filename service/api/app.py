@@ -70,7 +70,8 @@ def create_app(
             app.state.readiness.start()
         if build is not None:
             build.start()
-        mcp = build_mcp_server(lambda: app.state.container)  # a new one each start: its manager runs once
+        # a new MCP server each start (its session manager runs once); its answers counted as /v1/qa's are
+        mcp = build_mcp_server(lambda: app.state.container, observe=app.state.metrics.observe_answer)
         app.state.mcp_endpoint = http_endpoint(mcp)
         try:
             async with mcp.session_manager.run():

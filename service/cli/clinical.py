@@ -187,39 +187,65 @@ def report(
         str | None,
         typer.Option("--store", help="Also store that structured report on a DICOMweb server (its root; STOW-RS)."),
     ] = None,
-    user: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_USER", help="--store's basic auth user.")] = None,
-    password: Annotated[
-        str | None, typer.Option(envvar="MEDKG_DICOMWEB_PASSWORD", help="--store's basic auth password.")
+    pacs: Annotated[
+        str | None,
+        typer.Option("--pacs", help="Draft for a study on this DICOMweb server (its root), named by --study."),
     ] = None,
-    token: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_TOKEN", help="--store's bearer token.")] = None,
+    study: Annotated[str | None, typer.Option("--study", help="With --pacs: the Study Instance UID.")] = None,
+    user: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_USER", help="DICOMweb basic auth user.")] = None,
+    password: Annotated[
+        str | None, typer.Option(envvar="MEDKG_DICOMWEB_PASSWORD", help="DICOMweb basic auth password.")
+    ] = None,
+    token: Annotated[str | None, typer.Option(envvar="MEDKG_DICOMWEB_TOKEN", help="DICOMweb bearer token.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Draft a radiology report (technique, findings, impression) from the most similar prior studies
-    and reports and knowledge-graph facts about the indication, every sentence cited."""
+    and reports and knowledge-graph facts about the indication, every sentence cited. The study: a DICOM
+    file, an indexed study (--image-id), or a study on a PACS (--pacs URL --study UID); for a file or a
+    PACS study the draft can go back into its study as a DICOM SR (--sr FILE, --store URL)."""
+    import io
+
+    import pydicom
+
+    from kg.errors import InvalidInput
     from multimodal.dicom import DicomError, read_dicom
     from service.qa.llm import LLMError
     from service.radiology.generator import UnknownImage
 
-    if file is None and not image_id:
-        raise fail("give a DICOM file or --image-id")
-    if (sr or store) and file is None:
-        raise fail("--sr and --store put the draft into the study of a DICOM file: give the file")
-    server = None
-    if store:
-        from ingest.dicomweb import DicomWeb
-        from kg.errors import InvalidInput
-
-        try:
-            server = DicomWeb(store, user=user, password=password, token=token)
-        except InvalidInput as exc:
-            raise fail(str(exc)) from None
+    if sum(x is not None for x in (file, image_id, pacs)) != 1:
+        raise fail("give one study: a DICOM file, --image-id, or --pacs with --study")
+    if bool(pacs) != bool(study):
+        raise fail("--pacs and --study go together: the server's DICOMweb root and the Study Instance UID")
+    if (sr or store) and image_id:
+        raise fail("--sr and --store put the draft into the study of a DICOM file or a PACS study: give the file")
     if mode not in ("auto", "extractive", "llm"):
         raise fail(f"--mode must be auto, extractive or llm, not {mode!r}")
-    with container() as c:
-        image = None
-        if file is not None:
+    from ingest.dicomweb import DicomWeb, study_image
+
+    try:
+        server = DicomWeb(store, user=user, password=password, token=token) if store else None
+        source = None  # the study's original data set: what an SR references and takes its study from
+        if pacs and study:
+            origin = DicomWeb(pacs, user=user, password=password, token=token)
+            source = study_image(origin, study)
+        elif file is not None:
             if not file.exists():
                 raise fail(f"no such file: {file}")
+            source = pydicom.dcmread(file, stop_before_pixels=True) if (sr or store) else None
+    except InvalidInput as exc:
+        raise fail(str(exc)) from None
+    except pydicom.errors.InvalidDicomError as exc:
+        raise fail(f"{file.name if file else 'the study'}: not a DICOM file ({exc})") from None
+    with container() as c:
+        image = None
+        if pacs and source is not None:
+            encoded = io.BytesIO()
+            source.save_as(encoded, enforce_file_format=True)
+            try:
+                image = read_dicom(encoded.getvalue(), c.pseudonymizer)
+            except DicomError as exc:
+                raise fail(f"the study's image: {exc.reason}") from None
+        elif file is not None:
             try:
                 image = read_dicom(file, c.pseudonymizer)
             except DicomError as exc:
@@ -237,8 +263,8 @@ def report(
             raise fail(f"no indexed image {image_id!r} (run `medkg ingest dicom` first)") from None
         except LLMError as exc:
             raise fail(f"the LLM failed ({exc.status}): {exc}", code=3) from None
-    if sr or server is not None:
-        _structured_report(r, file, sr, server)
+    if source is not None and (sr or server is not None):
+        _structured_report(r, source, sr, server)
     if fhir:
         from service.radiology.fhir import as_diagnostic_report
 
@@ -260,19 +286,16 @@ def report(
     emit(r.model_dump(mode="json"), as_json, render)
 
 
-def _structured_report(r: Any, file: Path | None, path: Path | None, server: Any) -> None:
-    """The draft as a DICOM SR in ``file``'s study: written to ``path``, stored on ``server`` (STOW-RS)."""
-    import pydicom
-
+def _structured_report(r: Any, source: Any, path: Path | None, server: Any) -> None:
+    """The draft as a DICOM SR in the study of ``source`` (its original data set): written to ``path``, stored
+    on ``server`` (STOW-RS)."""
     from kg.errors import InvalidInput
     from service.radiology.dicom_sr import as_structured_report
 
-    assert file is not None
-    source = pydicom.dcmread(file, stop_before_pixels=True)
     try:
         structured = as_structured_report(r, source)
     except (ValueError, AttributeError) as exc:  # highdicom: the file lacks what an SR's evidence needs
-        raise fail(f"{file.name}: cannot reference it from a structured report ({exc})") from None
+        raise fail(f"the study cannot be referenced from a structured report ({exc})") from None
     if path is not None:
         try:
             structured.save_as(path, enforce_file_format=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -170,5 +171,11 @@ def test_the_http_api_layers_guard_mcp(served: str) -> None:
         anyio.run(refused)
     assert caught.group_contains(MCPError) if isinstance(caught.value, BaseExceptionGroup) else (
         isinstance(caught.value, MCPError))  # fmt: skip
+    # the ask tool's answers are counted with /v1/qa's
+    question = {"question": "Which drugs treat epilepsy?"}
+    ask = {**call, "method": "tools/call", "params": {"name": "ask", "arguments": question}}
+    assert httpx.post(f"{served}/mcp", json=ask, headers=keyed, timeout=120).json()["result"]["isError"] is False
     metrics = httpx.get(f"{served}/metrics", headers={"X-API-Key": KEY}).text
     assert 'route="/mcp"' in metrics
+    answered = re.search(r'medkg_qa_answers_total\{abstained="false",mode="extractive"\} ([0-9.]+)', metrics)
+    assert answered and float(answered.group(1)) >= 1 and "medkg_qa_stage_duration_seconds_count" in metrics

@@ -94,3 +94,21 @@ def test_a_structured_report_stored_back_on_the_pacs(data_dir: Path, tmp_path: P
         assert json.loads(r.stdout)["impression"].encode("utf-8")[:40] in raw.content
         wrong = run(["report", str(study), "--store", orthanc.dicomweb, "--password", "wrong"], env, tmp_path)
         assert wrong.returncode == 2 and "STOW-RS store: HTTP 401" in wrong.stderr.replace("\n", ""), wrong.stderr
+        # a study on the PACS by its UID: retrieved, de-identified, drafted, and its SR stored back beside it
+        other = pydicom.dcmread(study_file("RG3_J2KI.dcm"), stop_before_pixels=True)
+        orthanc.upload(study_file("RG3_J2KI.dcm"))
+        pacs = ["--pacs", orthanc.dicomweb, "--study", other.StudyInstanceUID]
+        r = run(["report", *pacs, "--indication", "Leg pain.", "--store", orthanc.dicomweb, "--json"], env, tmp_path)
+        assert r.returncode == 0, r.stderr[-2000:]
+        drafted = json.loads(r.stdout)
+        with Container(load_settings(data_dir=data_dir, ladybug_buffer_pool_mb=64)) as c:
+            assert drafted["study"]["study_id"] == "STUDY:" + c.pseudonymizer.uid(other.StudyInstanceUID)
+        assert other.StudyInstanceUID not in r.stdout and drafted["technique"].startswith("Computed Radiography")
+        srs = orthanc.http.get(
+            "/dicom-web/instances", params={"StudyInstanceUID": other.StudyInstanceUID, "Modality": "SR"}
+        ).json()
+        assert len(srs) == 1
+        missing = run(["report", "--pacs", orthanc.dicomweb, "--study", "1.2.3.4"], env, tmp_path)
+        assert missing.returncode == 2 and f"no study UID 1.2.3.4 on {orthanc.dicomweb}" in missing.stderr
+        alone = run(["report", "--pacs", orthanc.dicomweb], env, tmp_path)
+        assert alone.returncode == 2 and "--pacs and --study go together" in alone.stderr
