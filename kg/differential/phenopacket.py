@@ -182,11 +182,17 @@ def _shown(value: object) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
-def _schema_error(data: object, root: str) -> str | None:
+@cache
+def _validator() -> Any:
     from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(phenopacket_schema())
+
+
+def _schema_error(data: object, root: str) -> str | None:
     from jsonschema.exceptions import best_match
 
-    error = best_match(Draft202012Validator(phenopacket_schema()).iter_errors(data))
+    error = best_match(_validator().iter_errors(data))
     if error is None:
         return None
     where = _where(list(error.absolute_path), root)
@@ -196,8 +202,6 @@ def _schema_error(data: object, root: str) -> str | None:
         allowed = sorted(error.schema.get("properties", {}))
         unexpected = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
         return f"{where}: no field {', '.join(unexpected)} in a phenopacket here (fields: {', '.join(allowed)})"
-    if error.validator == "required":
-        return f"{where}: {error.message}"
     path = list(error.absolute_path)
     if error.validator in ("pattern", "minLength", "maxLength") and path[-2:] == ["type", "id"]:
         return f"{where}: {_shown(error.instance)} is not an HPO term (HP:0001250)"
