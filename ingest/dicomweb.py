@@ -237,6 +237,12 @@ class DicomWeb:
         except Exception as exc:  # pydicom on a part that is no data set (truncated, damaged): this one's
             raise DicomwebError(f"{what}: unreadable answer from {self.url} ({type(exc).__name__})", 200) from None
 
+    def check(self) -> None:
+        """One QIDO-RS search (one study at most): a wrong root, a server that is down or refused credentials
+        fail now, before the work whose result is to be stored there."""
+        with self._request("QIDO-RS search for studies"):
+            self.client.search_for_studies(limit=1)
+
     def store(self, datasets: list[Dataset]) -> None:
         """Store instances on the server (STOW-RS), e.g. a drafted report as a structured report."""
         with self._request("STOW-RS store"):

@@ -224,6 +224,8 @@ def report(
 
     try:
         server = DicomWeb(store, user=user, password=password, token=token) if store else None
+        if server is not None:
+            server.check()  # before the draft: a wrong address or password fails at once
         source = None  # the study's original data set: what an SR references and takes its study from
         if pacs and study:
             origin = DicomWeb(pacs, user=user, password=password, token=token)
