@@ -82,7 +82,11 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
     ``observe``: told of each answer (the HTTP app's metrics)."""
     server = MCPServer(name="medkg", title="medkg", instructions=INSTRUCTIONS, version="0.1.0")
 
-    @server.tool(annotations=READ_ONLY)
+    def tool(fn: Callable[..., Any]) -> Callable[..., Any]:  # read-only; its docstring on one line
+        description = " ".join((fn.__doc__ or "").split())
+        return server.tool(annotations=READ_ONLY, description=description)(fn)
+
+    @tool
     def ask(
         question: Annotated[str, Field(min_length=1, max_length=4000, description="A clinical question.")],
         k: Annotated[int, Field(ge=1, le=50, description="Passages to retrieve at most.")] = 8,
@@ -103,7 +107,7 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
             observe(answer)
         return answer
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def differential(
         terms: Annotated[
             list[str] | None, Field(max_length=200, description="Observed HPO terms (HP:0001250).")
@@ -140,13 +144,13 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
             )
             return differential_route.differential(container(), request)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def get_entity(entity_id: Id) -> Entity:
         """One entity of the graph by its id: name, category, synonyms, definition, cross-references."""
         with _as_tool_errors():
             return graph_routes.get_entity(container().graph, entity_id)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def find_entities(
         name: Annotated[str, Field(min_length=1, max_length=500, description="A name or synonym.")],
         category: Annotated[str | None, Field(max_length=64, description="Disease, Phenotype, Drug, Gene, ...")] = None,
@@ -161,7 +165,7 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
             c = container()
             return graph_routes.find_entities(c.graph, c, name, category, limit, match)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def neighbours(
         entity_id: Id,
         relation_types: Annotated[
@@ -174,7 +178,7 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
         with _as_tool_errors():
             return graph_routes.neighbours(container().graph, entity_id, relation_types, direction, False, limit)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def paths(
         source: Id,
         target: Id,
@@ -186,7 +190,7 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
         with _as_tool_errors():
             return graph_routes.paths(container().graph, source, target, max_hops, 2, relation_types, limit)
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def search_passages(
         query: Annotated[str, Field(min_length=1, max_length=2000, description="A question or keywords.")],
         k: Annotated[int, Field(ge=1, le=100)] = 10,
@@ -199,7 +203,7 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
             hits = c.text_index.search(query, k=k, mode=mode, floor=c.settings.search_floor)
             return [PassageHit(**hit.__dict__) for hit in hits]
 
-    @server.tool(annotations=READ_ONLY)
+    @tool
     def draft_report(
         image_id: Annotated[str, Field(min_length=1, max_length=200, description="An indexed study (IMG:...).")],
         indication: Annotated[str, Field(max_length=2000, description="Why the study was done.")] = "",

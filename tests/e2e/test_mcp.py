@@ -82,6 +82,7 @@ async def _every_tool(session: ClientSession, knee: str) -> None:
     for tool in tools.values():  # typed both ways, and read-only
         assert tool.input_schema["type"] == "object" and tool.output_schema is not None, tool.name
         assert tool.annotations is not None and tool.annotations.read_only_hint, tool.name
+        assert tool.description and "\n" not in tool.description and "  " not in tool.description, tool.name
     assert tools["differential"].input_schema["properties"]["top_k"]["maximum"] == 500  # the API's bounds
     answer = await _call(session, "ask", question="Which phenotypes are characteristic of Marfan syndrome?")
     cited = {c["id"] for c in answer["citations"]}
