@@ -118,7 +118,7 @@ class DifferentialRequest(BaseModel):
         return self
 
     @property
-    def observed(self) -> list[str]:
+    def all_terms(self) -> list[str]:
         return list(dict.fromkeys([*self.terms, *(self._case.observed if self._case else [])]))
 
     @property
@@ -229,7 +229,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
     from_text, excluded_from_text = terms_in_text(c.linker, request.text) if request.text else ([], [])
     given_excluded = list(dict.fromkeys([*request.all_excluded, *excluded_from_text]))
     index = c.phenotype_index
-    case = index.read_case([*request.observed, *from_text], given_excluded)
+    case = index.read_case([*request.all_terms, *from_text], given_excluded)
     known, excluded = case.observed, case.excluded
     genes, unknown_genes = index.known_genes(request.all_genes)
     # A well-formed case with nothing to rank by is answered, not refused: no diseases, and why.
@@ -251,7 +251,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         unknown_terms=case.unknown,
         ignored_terms=case.ignored,
         replaced_terms={
-            **index.replacements([*request.observed, *from_text]),
+            **index.replacements([*request.all_terms, *from_text]),
             **index.replacements(given_excluded, broaden=False),
         },
         excluded=excluded,
