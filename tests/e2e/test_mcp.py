@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,14 +19,12 @@ import pytest
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from ingest.radiology_reports import ReportLoader
 from kg.settings import load_settings
-from multimodal.load import load_images
 from service.container import Container
 from tests.support.live_server import medkg_serve
 from tests.support.phenopackets import as_phenopacket
 from tests.support.qa_store import build_qa_store
-from tests.support.studies import STUDIES, study_file, study_reports
+from tests.support.studies import load_studies, study_file
 
 MEDKG = str(Path(sys.executable).parent / "medkg")
 TOOLS = {"ask", "differential", "get_entity", "find_entities", "neighbours", "paths", "search_passages",
@@ -39,15 +36,9 @@ KEY = "mcp-test-key-0123456789"
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The QA store with radiology reports and studies, their images indexed."""
     tmp = tmp_path_factory.mktemp("mcp")
-    studies = tmp / "studies"
-    studies.mkdir()
-    for name in STUDIES:
-        shutil.copy(study_file(name), studies / name)
     with Container(load_settings(data_dir=tmp / "data", ladybug_buffer_pool_mb=256)) as c:
         build_qa_store(c)
-        ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports).load(study_reports())
-        pairing = {name.removesuffix(".dcm"): f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
-        assert load_images(c.graph, c.image_index, c.pseudonymizer, [studies], pairing.get, progress=False).images == 5
+        load_studies(c, tmp / "studies")
     return tmp / "data"
 
 

@@ -4,10 +4,15 @@ written for each, plus three reports without images: the image tests' small corp
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ingest.radiology_reports import RadiologyReport
+from ingest.radiology_reports import RadiologyReport, ReportLoader
 from kg.model import Entity
+
+if TYPE_CHECKING:
+    from service.container import Container
 
 DATA = Path(importlib.util.find_spec("data_store").submodule_search_locations[0]) / "data"  # type: ignore[union-attr,index]
 
@@ -75,3 +80,18 @@ RADIOLOGY_ONTOLOGY = [
     Entity(id="UBERON:0000947", name="aorta", category="Anatomy"),
     Entity(id="UBERON:0001515", name="thoracic aorta", category="Anatomy"),
 ]
+
+
+def load_studies(container: Container, folder: Path) -> None:
+    """The studies copied into ``folder`` and loaded with their reports (reports first: each study is paired
+    with its own, IUXR:1...), as the report drafting tests need them."""
+    from multimodal.load import load_images
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in STUDIES:
+        shutil.copy(study_file(name), folder / name)
+    c = container
+    ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports).load(study_reports())
+    pairing = {name.removesuffix(".dcm"): f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
+    loaded = load_images(c.graph, c.image_index, c.pseudonymizer, [folder], pairing.get, progress=False)
+    assert loaded.images == len(STUDIES), loaded

@@ -5,19 +5,16 @@ with its DICOMweb plugin), where a search of the study finds it beside the image
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pydicom
 import pytest
 
-from ingest.radiology_reports import ReportLoader
 from kg.settings import load_settings
-from multimodal.load import load_images
 from service.container import Container
 from tests.support.cli import run
 from tests.support.orthanc import Orthanc
-from tests.support.studies import STUDIES, study_file, study_reports
+from tests.support.studies import load_studies, study_file
 
 USER, PASSWORD = "medkg", "pacs-secret"
 
@@ -36,14 +33,8 @@ def _texts(items: pydicom.Sequence) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("sr")
-    studies = tmp / "studies"
-    studies.mkdir()
-    for name in STUDIES:
-        shutil.copy(study_file(name), studies / name)
     with Container(load_settings(data_dir=tmp / "data", ladybug_buffer_pool_mb=256)) as c:
-        ReportLoader(c.graph, c.text_index, c.nlp, c.linker, progress=False, reports=c.reports).load(study_reports())
-        pairing = {name.removesuffix(".dcm"): f"IUXR:{i}" for i, name in enumerate(STUDIES, 1)}
-        load_images(c.graph, c.image_index, c.pseudonymizer, [studies], pairing.get, progress=False)
+        load_studies(c, tmp / "studies")
     return tmp / "data"
 
 
