@@ -71,12 +71,8 @@ def mcp(
     """Serve medkg's tools to LLM agents over the Model Context Protocol: stdio (an agent starts this command),
     or streamable HTTP (--http; every `medkg serve` has it at /mcp, with the API's keys and limits)."""
     if http:
-        configured = settings()
-        configured = configured.model_copy(
-            update={"api_host": host or configured.api_host, "api_port": port or configured.api_port}
-        )
-        out.print(f"MCP (streamable HTTP) at http://{configured.api_host}:{configured.api_port}/mcp")
-        _serve(configured)
+        out.print("MCP over streamable HTTP: /mcp of the server below")
+        serve(host=host, port=port)
         return
     import logging
     import sys
