@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -308,25 +308,6 @@ def plan(
     return found
 
 
-def _add(total: ImageLoadResult, part: ImageLoadResult) -> None:
-    for f in fields(total):
-        if f.name == "seconds":
-            continue
-        mine, theirs = getattr(total, f.name), getattr(part, f.name)
-        if isinstance(mine, list):
-            mine.extend(theirs)
-        elif isinstance(mine, dict):
-            for k, n in theirs.items():
-                mine[k] = mine.get(k, 0) + n
-        else:
-            setattr(total, f.name, mine + theirs)
-
-
-def _failed(result: ImageLoadResult, name: str, reason: str, kind: str) -> None:
-    result.errors.append(f"{name}: {reason}")
-    result.error_kinds[kind] = result.error_kinds.get(kind, 0) + 1
-
-
 def retrieve_and_load(
     server: DicomWeb,
     todo: Iterable[Instance],
@@ -349,7 +330,7 @@ def retrieve_and_load(
         def flush() -> None:
             nonlocal held, size
             if held:
-                _add(result, load(staged))
+                result.add(load(staged))
                 for file in staged.iterdir():
                     file.unlink()
             held, size = 0, 0
@@ -364,14 +345,14 @@ def retrieve_and_load(
                     except DicomwebError as exc:
                         if exc.of_the_server:
                             raise
-                        _failed(result, name, str(exc), "retrieve")
+                        result.failed(name, str(exc), "retrieve")
                         result.files += 1
                         bar.update(1)
                         continue
                     try:
                         ds.save_as(staged / name)
                     except Exception as exc:  # a data set pydicom cannot write back (its values not quoted)
-                        _failed(result, name, f"cannot be written: {type(exc).__name__}", "corrupt")
+                        result.failed(name, f"cannot be written: {type(exc).__name__}", "corrupt")
                         result.files += 1
                         bar.update(1)
                         continue

@@ -10,7 +10,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from kg.graph.base import BaseGraphStore, row_to_relation
@@ -52,6 +52,11 @@ class FilesRead:
     errors: list[str] = field(default_factory=list)  # "<file name>: <reason>"
     error_kinds: dict[str, int] = field(default_factory=dict)
 
+    def failed(self, name: str, reason: str, kind: str) -> None:
+        """One file that did not load: ``<name>: <reason>``, counted under ``kind``."""
+        self.errors.append(f"{name}: {reason}")
+        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+
 
 @dataclass
 class ImageLoadResult(FilesRead):
@@ -62,6 +67,20 @@ class ImageLoadResult(FilesRead):
     reports_linked: int = 0
     edges_ended: int = 0  # of images loaded again whose file says otherwise now
     seconds: float = 0.0
+
+    def add(self, part: ImageLoadResult) -> None:
+        """Count ``part`` (another load's result) in this one; its seconds are not added."""
+        for f in fields(self):
+            if f.name == "seconds":
+                continue
+            mine, theirs = getattr(self, f.name), getattr(part, f.name)
+            if isinstance(mine, list):
+                mine.extend(theirs)
+            elif isinstance(mine, dict):
+                for k, n in theirs.items():
+                    mine[k] = mine.get(k, 0) + n
+            else:
+                setattr(self, f.name, mine + theirs)
 
 
 def read_images(
@@ -75,8 +94,7 @@ def read_images(
     seen: set[str] = set()
 
     def failed(error: DicomError) -> None:
-        tally.errors.append(f"{Path(error.path or '').name}: {error.reason}")
-        tally.error_kinds[error.kind] = tally.error_kinds.get(error.kind, 0) + 1
+        tally.failed(Path(error.path or "").name, error.reason, error.kind)
         log.info("dicom skipped", extra={"kind": error.kind})
 
     bar = progress_bar(total=len(files), desc=desc, unit=" files", disable=not progress)

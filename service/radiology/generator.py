@@ -325,7 +325,8 @@ class ReportGenerator:
         t = time.perf_counter()
         passages, images = self._prior_items(priors)
         bundle = self._bundle(passages, images, facts, budget)
-        technique = technique_of(image) if image is not None else self._indexed_technique(image_id)
+        study = image if image is not None else self._indexed(image_id)  # one lookup: the technique and `study`
+        technique = technique_of(image) if image is not None else self._indexed_technique(study)
         context = " ".join(self.composer.fact_sentences([f for f in facts if f.score >= self.composer.fact_floor]))
         dropped: list[str] = []
         reader = (findings or "").strip()  # the reader's own findings: the report's, as given
@@ -379,18 +380,8 @@ class ReportGenerator:
             findings_text = reader
         cited = list(dict.fromkeys(i for c in checked for i in c.cited))
         dropped += [d for c in checked for d in c.dropped if d not in dropped]
-        study = image if image is not None else self._indexed(image_id)
         return GeneratedReport(
-            study=StudyOut(
-                image_id=study.image_id,
-                study_id=study.study_id,
-                series_id=study.series_id,
-                modality=study.modality,
-                body_part=study.body_part,
-                study_description=study.study_description,
-            )
-            if study is not None
-            else None,
+            study=StudyOut.model_validate(study, from_attributes=True) if study is not None else None,
             indication=indication,
             technique=technique,
             findings=findings_text,
@@ -424,8 +415,7 @@ class ReportGenerator:
             return None
         return self.image_index.get([image_id]).get(image_id)
 
-    def _indexed_technique(self, image_id: str | None) -> str:
-        rec = self._indexed(image_id)
+    def _indexed_technique(self, rec: ImageRecord | None) -> str:
         if rec is None:
             return technique_of(None)
         modality = MODALITY_NAMES.get(rec.modality or "", rec.modality or "Imaging")
