@@ -7,13 +7,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from tests.support.processes import stop, wait_for_http
 
 MEDKG = shutil.which("medkg", path=str(Path(sys.executable).parent)) or "medkg"
 
@@ -45,26 +44,10 @@ def medkg_server(
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + timeout_s
-            while True:
-                if server.poll() is not None:
-                    raise AssertionError(f"medkg serve exited {server.returncode}: {log_path.read_text()[-3000:]}")
-                try:
-                    if httpx.get(f"{url}{probe}", timeout=5).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"medkg serve did not answer {probe} within {timeout_s:.0f} s")
-                time.sleep(0.5)
+            wait_for_http(server, f"{url}{probe}", "medkg serve", log_path, timeout_s)
             yield Served(url, server)
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop(server)
 
 
 @contextmanager

@@ -3,8 +3,6 @@ it: the same port and the same store after a restart, so a client that reconnect
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -13,6 +11,7 @@ import pytest
 
 from tests.conftest import IN_CI
 from tests.support.live_server import free_port
+from tests.support.processes import stop
 
 LAUNCHER = Path(__file__).resolve().parents[2] / ".ci" / "neo4j" / "target"
 PASSWORD = "medkg-fault-test"
@@ -53,11 +52,5 @@ class Neo4jProcess:
 
     def stop(self) -> None:
         """A clean stop (SIGTERM: Neo4j shuts down and flushes its store)."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process, timeout_s=60)
         self.process = None

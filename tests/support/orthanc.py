@@ -6,11 +6,8 @@ configuration in a temporary folder (the system's /etc/orthanc is not read), fil
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 from types import TracebackType
 
@@ -19,6 +16,7 @@ import pytest
 
 from tests.conftest import IN_CI
 from tests.support.live_server import free_port
+from tests.support.processes import stop, wait_for_http
 
 PLUGIN_PATHS = (  # where Debian's orthanc-dicomweb puts the plugin (`dpkg -L orthanc-dicomweb`)
     Path("/usr/share/orthanc/plugins/libOrthancDicomWeb.so"),
@@ -98,30 +96,13 @@ class Orthanc:
         config.write_text(json.dumps(self.config(), indent=2))
         with self.log.open("ab") as log:
             self.process = subprocess.Popen([self.binary, str(config)], cwd=self.home, stdout=log, stderr=log)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.process.poll() is not None:
-                raise AssertionError(f"Orthanc exited {self.process.returncode}: {self.log.read_text()[-3000:]}")
-            try:
-                if self.http.get("/system").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"Orthanc did not answer /system within {timeout_s:.0f} s; see {self.log}")
-            time.sleep(0.2)
+        wait_for_http(self.process, f"{self.url}/system", "Orthanc", self.log, timeout_s, 0.2, client=self.http)
         plugins = self.http.get("/plugins").json()
         assert "dicom-web" in plugins, f"Orthanc did not load {self.plugin}: {self.log.read_text()[-3000:]}"
 
     def stop(self) -> None:
         """A clean stop (SIGTERM: Orthanc closes its index), killed if it does not end in time."""
-        if self.process is not None and self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
         self.process = None
 
     def upload(self, data: bytes | Path) -> dict:
