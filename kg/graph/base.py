@@ -388,6 +388,15 @@ class BaseGraphStore(ABC):
         for part in _chunks(sorted(set(ids)), chunk):
             yield from self._expand(part, rel_types, direction, False, 100_000_000)
 
+    def dump(self, page: int = 5000) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
+        """The whole graph as stored rows, a page of entities (in id order) at a time with every edge
+        that starts at one of them, history included: for exports (kg.graph.neo4j_import)."""
+        after = ""
+        while rows := self._scan_entities(after, page, False):
+            after = rows[-1]["id"]
+            edges = self._expand([r["id"] for r in rows], None, "out", True, 1_000_000_000)
+            yield rows, [rel for _, rel, _ in edges]
+
     def current_relations(self, relations: Iterable[Relation]) -> dict[str, Relation]:
         """The stored current edge of each key among ``relations`` (for merging evidence)."""
         items = list({r.key: r for r in relations}.values())

@@ -3,6 +3,7 @@ it: the same port and the same store after a restart, so a client that reconnect
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -49,6 +50,18 @@ class Neo4jProcess:
                 raise AssertionError(f"Neo4j exited {self.process.returncode}; see {log.name}")
             assert time.monotonic() < deadline, f"Neo4j not ready within {timeout_s:.0f} s; see {log.name}"
             time.sleep(0.3)
+
+    def admin(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+        """``neo4j-admin ARGS`` on this server's home (the admin tool of the launcher's own jars); the
+        server must be stopped for the commands that write a database."""
+        conf = self.home / "conf"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "neo4j.conf").touch()
+        return subprocess.run(
+            ["java", "-Xmx768m", "-cp", f"{LAUNCHER / 'lib'}/*", "org.neo4j.cli.AdminTool", *args],
+            env={**os.environ, "NEO4J_HOME": str(self.home), "NEO4J_CONF": str(conf)},
+            capture_output=True, text=True, timeout=timeout_s,
+        )  # fmt: skip
 
     def stop(self) -> None:
         """A clean stop (SIGTERM: Neo4j shuts down and flushes its store)."""

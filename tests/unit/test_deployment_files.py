@@ -117,3 +117,17 @@ def test_prometheus_scrapes_every_replica_with_a_key() -> None:
     assert job["authorization"]["credentials_file"] == secret["target"]
     assert compose["secrets"][secret["source"]] == {"environment": "MEDKG_PROMETHEUS_KEY"}
     assert "prometheus-data" in compose["volumes"]
+
+
+def test_the_documented_neo4j_import_is_the_one_medkg_export_prints() -> None:
+    """docker-compose.yml's first-load recipe runs the import command `medkg export` prints for /export."""
+    import shlex
+
+    from kg.graph.neo4j_import import ImportFiles
+
+    text = (ROOT / "docker-compose.yml").read_text()
+    recipe = " ".join(line.lstrip("# ").rstrip("\\ ") for line in text.splitlines() if line.startswith("#"))
+    files = ImportFiles(Path("/export"), multiline=True)
+    files.files = {"entities": Path("/export/entities.csv"), "relations": Path("/export/relations.csv")}
+    assert shlex.join(files.command()) in " ".join(recipe.split())
+    assert "medkg export /export" in " ".join(recipe.split())
