@@ -641,10 +641,12 @@ class TextIndex:
         vector: np.ndarray | None,
         floor: float,
         exclude_retracted: bool,
+        k: int,
     ) -> tuple[list[str], dict[str, float], dict[str, float], dict[str, PassageRecord]]:
         """The candidates of both lists in fused order (RRF in ``hybrid``), those under the cosine ``floor``
-        (``hybrid``), gone or (``exclude_retracted``) retracted left out; with their fused scores, cosines to
-        the query and records."""
+        (``hybrid``), gone or (``exclude_retracted``) retracted left out, read in that order a few at a time
+        until ``k`` qualify (at 10M passages every record and vector read is a random read of a file
+        larger than memory); with their fused scores, cosines to the query and records."""
         if mode == "bm25":
             fused = dict(lexical)
         elif mode == "dense":
@@ -655,15 +657,23 @@ class TextIndex:
                 for rank, (pid, _) in enumerate(ranked, start=1):
                     fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
         cosines = dict(dense)
-        if vector is not None and (missing := fused.keys() - cosines.keys()):
-            for pid, stored in self.vectors.vectors_of(missing).items():
-                cosines[pid] = float(stored @ vector)
-        order = sorted(fused, key=lambda p: (-fused[p], p))
-        if mode == "hybrid":
-            order = [p for p in order if cosines.get(p, -1.0) >= floor]
-        records = self.get(order)
-        # a vector whose passage is gone counts for nothing; nor, when asked, a retracted passage
-        order = [p for p in order if p in records and not (exclude_retracted and records[p].retracted)]
+        ranked = sorted(fused, key=lambda p: (-fused[p], p))
+        order: list[str] = []
+        records: dict[str, PassageRecord] = {}
+        step = max(k + k // 2, 8)
+        for start in range(0, len(ranked), step):
+            chunk = ranked[start : start + step]
+            if vector is not None and (missing := set(chunk) - cosines.keys()):
+                for pid, stored in self.vectors.vectors_of(missing).items():
+                    cosines[pid] = float(stored @ vector)
+            if mode == "hybrid":
+                chunk = [p for p in chunk if cosines.get(p, -1.0) >= floor]
+            found = self.get(chunk)
+            records |= found
+            # a vector whose passage is gone counts for nothing; nor, when asked, a retracted passage
+            order += [p for p in chunk if p in found and not (exclude_retracted and found[p].retracted)]
+            if len(order) >= k:
+                break
         return order, fused, cosines, records
 
     def search(
@@ -697,7 +707,7 @@ class TextIndex:
                 vector = self.embedder.encode([query])[0]
             dense = self.dense_search(query, n, vector) if mode != "bm25" else []
             lexical = lexical_job.result() if lexical_job is not None else []
-            order, fused, cosines, records = self._fuse(dense, lexical, mode, vector, floor, exclude_retracted)
+            order, fused, cosines, records = self._fuse(dense, lexical, mode, vector, floor, exclude_retracted, k)
             # Retracted or gone passages (and, in hybrid, the floor) can leave fewer than k of the first n
             # candidates. Look further only where more may qualify: a list cut at n; in hybrid, one passes
             # the floor only if its cosine does, so only while the n-th dense candidate still does.
@@ -711,7 +721,7 @@ class TextIndex:
         order = order[:k]
         dense_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(dense)}
         bm25_rank = {pid: (i + 1, s) for i, (pid, s) in enumerate(lexical)}
-        documents = self.get_documents(r.doc_id for r in records.values())
+        documents = self.get_documents(records[p].doc_id for p in order)
         hits = []
         for pid in order:
             rec = records.get(pid)
