@@ -146,6 +146,7 @@ WHERE {{filters}}
 RETURN {R} ORDER BY r.key, r.valid_from LIMIT $limit
 """
 SUBJECT_FILTER = "a.id = $subject"
+SUBJECTS_FILTER = "a.id IN $subjects"
 OBJECT_FILTER = "b.id = $object"
 RELTYPE_FILTER = "r.type = $type"
 SOURCE_FILTER = "r.source = $source"

@@ -113,6 +113,7 @@ RETURN r {{.*, type: type(r), subject: startNode(r).id, object: endNode(r).id}} 
 ORDER BY rel.key, rel.valid_from LIMIT $limit
 """
 SUBJECT_FILTER = "a.id = $subject"
+SUBJECTS_FILTER = "a.id IN $subjects"
 OBJECT_FILTER = "b.id = $object"
 RELTYPE_FILTER = "type(r) = $type"
 SOURCE_FILTER = "r.source = $source"

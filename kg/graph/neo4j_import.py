@@ -11,7 +11,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from kg.graph.base import BaseGraphStore
 from kg.progress import progress_bar
@@ -21,31 +21,33 @@ __all__ = ["ImportFiles", "ImportFilesError", "write_import_files"]
 # Unit separator between array elements (and labels): a character no ontology text holds; a value that
 # does is refused, naming it, rather than split.
 ARRAY_DELIMITER = "\x1f"
+# (row key, header, kind): kinds are str, strs (an array of strings), bool and float
 ENTITY_COLUMNS = [
-    ("id", "id:ID(Entity)"),
-    ("name", "name"),
-    ("name_key", "name_key"),
-    ("category", "category"),
-    ("synonyms", "synonyms:string[]"),
-    ("synonym_keys", "synonym_keys:string[]"),
-    ("description", "description"),
-    ("xrefs", "xrefs:string[]"),
-    ("sources", "sources:string[]"),
-    ("obsolete", "obsolete:boolean"),
-    ("created_at", "created_at"),
+    ("id", "id:ID(Entity)", "str"),
+    ("name", "name", "str"),
+    ("name_key", "name_key", "str"),
+    ("category", "category", "str"),
+    ("synonyms", "synonyms:string[]", "strs"),
+    ("synonym_keys", "synonym_keys:string[]", "strs"),
+    ("description", "description", "str"),
+    ("xrefs", "xrefs:string[]", "strs"),
+    ("sources", "sources:string[]", "strs"),
+    ("obsolete", "obsolete:boolean", "bool"),
+    ("created_at", "created_at", "str"),
+    ("labels", ":LABEL", "strs"),
 ]
 RELATION_COLUMNS = [
-    ("subject", ":START_ID(Entity)"),
-    ("object", ":END_ID(Entity)"),
-    ("type", ":TYPE"),
-    ("key", "key"),
-    ("current", "current:boolean"),
-    ("source", "source"),
-    ("evidence", "evidence"),
-    ("confidence", "confidence:double"),
-    ("negated", "negated:boolean"),
-    ("valid_from", "valid_from"),
-    ("valid_to", "valid_to"),
+    ("subject", ":START_ID(Entity)", "str"),
+    ("object", ":END_ID(Entity)", "str"),
+    ("type", ":TYPE", "str"),
+    ("key", "key", "str"),
+    ("current", "current:boolean", "bool"),
+    ("source", "source", "str"),
+    ("evidence", "evidence", "str"),
+    ("confidence", "confidence:double", "float"),
+    ("negated", "negated:boolean", "bool"),
+    ("valid_from", "valid_from", "str"),
+    ("valid_to", "valid_to", "str"),
 ]
 
 
@@ -97,13 +99,15 @@ def write_import_files(store: BaseGraphStore, directory: Path, page: int = 5000,
             parts["relations"].open("w", encoding="utf-8", newline="") as relations,
             progress_bar(total=total, desc="export", unit=" entities", disable=not progress) as bar,
         ):
-            _write_line(entities, [h for _, h in ENTITY_COLUMNS] + [":LABEL"], result, quote=False)
-            _write_line(relations, [h for _, h in RELATION_COLUMNS], result, quote=False)
+            entities.write(",".join(h for _, h, _ in ENTITY_COLUMNS) + "\n")
+            relations.write(",".join(h for _, h, _ in RELATION_COLUMNS) + "\n")
             for entity_rows, relation_rows in store.dump(page):
                 for row in entity_rows:
-                    _write_line(entities, _entity_values(row), result)
+                    category = row.get("category") or "Concept"
+                    labels = ["Entity"] if category == "Entity" else ["Entity", category]
+                    entities.write(_line({**row, "labels": labels}, ENTITY_COLUMNS, result))
                 for row in relation_rows:
-                    _write_line(relations, _relation_values(row), result)
+                    relations.write(_line({**row, "current": row.get("valid_to") is None}, RELATION_COLUMNS, result))
                 result.entities += len(entity_rows)
                 result.relations += len(relation_rows)
                 bar.update(len(entity_rows))
@@ -121,44 +125,31 @@ def write_import_files(store: BaseGraphStore, directory: Path, page: int = 5000,
     return result
 
 
-def _entity_values(row: dict[str, Any]) -> list[Any]:
-    category = row.get("category") or "Concept"
-    labels = ["Entity"] if category == "Entity" else ["Entity", category]
-    return [_value(row.get(column), row) for column, _ in ENTITY_COLUMNS] + [_array(labels, row)]
-
-
-def _relation_values(row: dict[str, Any]) -> list[Any]:
-    row = {**row, "current": row.get("valid_to") is None}
-    return [_value(row.get(column), row) for column, _ in RELATION_COLUMNS]
-
-
-def _value(value: Any, row: dict[str, Any]) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return _array([str(v) for v in value], row) if value else None
-    if isinstance(value, float | int):
-        return repr(float(value))
-    return str(value)
-
-
-def _array(values: list[str], row: dict[str, Any]) -> str:
-    for v in values:
-        if ARRAY_DELIMITER in v:
-            raise ImportFilesError(f"{row.get('id') or row.get('key')}: {v!r} holds U+001F, the files' array delimiter")
-    return ARRAY_DELIMITER.join(values)
-
-
-def _write_line(stream: TextIO, values: list[str | None], result: ImportFiles, quote: bool = True) -> None:
-    """One CSV line: a value in double quotes (inner quotes doubled), a missing one empty (no property)."""
+def _line(row: dict[str, Any], columns: list[tuple[str, str, str]], result: ImportFiles) -> str:
+    """One CSV line: a value in double quotes (inner quotes doubled), a missing one (or an empty array)
+    left empty, which neo4j-admin reads as no property."""
     cells = []
-    for v in values:
-        if v is None:
+    for name, _, kind in columns:
+        value = row.get(name)
+        if value is None or (kind == "strs" and not value):
             cells.append("")
-            continue
-        if "\n" in v or "\r" in v:
-            result.multiline = True
-        cells.append('"' + v.replace('"', '""') + '"' if quote else v)
-    stream.write(",".join(cells) + "\n")
+        elif kind == "bool":
+            cells.append("true" if value else "false")
+        elif kind == "float":
+            cells.append(repr(float(value)))
+        else:
+            text = _array(value, row) if kind == "strs" else str(value)
+            cells.append('"' + text.replace('"', '""') + '"')
+    line = ",".join(cells)
+    if not result.multiline and ("\n" in line or "\r" in line):
+        result.multiline = True
+    return line + "\n"
+
+
+def _array(values: list[Any], row: dict[str, Any]) -> str:
+    texts = [str(v) for v in values]
+    for text in texts:
+        if ARRAY_DELIMITER in text:
+            where = row.get("id") or row.get("key")
+            raise ImportFilesError(f"{where}: {text!r} holds U+001F, the files' array delimiter")
+    return ARRAY_DELIMITER.join(texts)

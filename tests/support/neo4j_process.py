@@ -60,7 +60,7 @@ class Neo4jProcess:
         return subprocess.run(
             ["java", "-Xmx768m", "-cp", f"{LAUNCHER / 'lib'}/*", "org.neo4j.cli.AdminTool", *args],
             env={**os.environ, "NEO4J_HOME": str(self.home), "NEO4J_CONF": str(conf)},
-            capture_output=True, text=True, timeout=timeout_s,
+            capture_output=True, text=True, timeout=timeout_s, cwd=self.home,  # its import.report goes there
         )  # fmt: skip
 
     def stop(self) -> None:
