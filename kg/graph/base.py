@@ -394,7 +394,8 @@ class BaseGraphStore(ABC):
         after = ""
         while rows := self._scan_entities(after, page, False):
             after = rows[-1]["id"]
-            query = self.cypher.RELATIONS_BY_ENDPOINTS.format(filters=self.cypher.SUBJECTS_FILTER)
+            q = self.cypher
+            query = q.RELATIONS_BY_ENDPOINTS.format(filters=q.SUBJECTS_FILTER)
             yield rows, self._read_relations(query, {"subjects": [r["id"] for r in rows], "limit": 1_000_000_000})
 
     def current_relations(self, relations: Iterable[Relation]) -> dict[str, Relation]:
