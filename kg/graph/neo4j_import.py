@@ -7,9 +7,8 @@ properties the Neo4j adapter writes, so the imported graph reads back as the one
 from __future__ import annotations
 
 import os
-import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,18 +58,17 @@ class ImportFilesError(ValueError):
 class ImportFiles:
     """What ``write_import_files`` wrote, and the ``neo4j-admin`` command that imports it."""
 
-    directory: Path
+    files: dict[str, Path]
     entities: int = 0
     relations: int = 0
     multiline: bool = False  # a value spans lines: neo4j-admin must be told (it then parses in one thread)
     seconds: float = 0.0
-    files: dict[str, Path] = field(default_factory=dict)
 
-    def command(self, database: str = "neo4j", admin: str = "neo4j-admin") -> list[str]:
+    def command(self, database: str = "neo4j") -> list[str]:
         """``neo4j-admin database import full`` of these files into ``database`` (which must be stopped;
         an existing store of that name is replaced)."""
         return [
-            *shlex.split(admin),
+            "neo4j-admin",
             "database",
             "import",
             "full",
@@ -88,9 +86,9 @@ def write_import_files(store: BaseGraphStore, directory: Path, page: int = 5000,
     file appears under its name only when complete (written as ``.part`` first), so a stopped export
     leaves no file that looks whole; run it again to write them anew."""
     directory.mkdir(parents=True, exist_ok=True)
-    result = ImportFiles(directory=directory)
-    started = time.perf_counter()
     names = {"entities": directory / "entities.csv", "relations": directory / "relations.csv"}
+    result = ImportFiles(files=names)
+    started = time.perf_counter()
     parts = {kind: path.with_name(path.name + ".part") for kind, path in names.items()}
     total = store.entity_count()
     try:
@@ -120,7 +118,6 @@ def write_import_files(store: BaseGraphStore, directory: Path, page: int = 5000,
         raise
     for kind, path in names.items():
         os.replace(parts[kind], path)
-    result.files = names
     result.seconds = time.perf_counter() - started
     return result
 

@@ -127,7 +127,7 @@ def test_the_documented_neo4j_import_is_the_one_medkg_export_prints() -> None:
 
     text = (ROOT / "docker-compose.yml").read_text()
     recipe = " ".join(line.lstrip("# ").rstrip("\\ ") for line in text.splitlines() if line.startswith("#"))
-    files = ImportFiles(Path("/export"), multiline=True)
-    files.files = {"entities": Path("/export/entities.csv"), "relations": Path("/export/relations.csv")}
+    export = Path("/export")
+    files = ImportFiles({"entities": export / "entities.csv", "relations": export / "relations.csv"}, multiline=True)
     assert shlex.join(files.command()) in " ".join(recipe.split())
     assert "medkg export /export" in " ".join(recipe.split())
