@@ -4,7 +4,8 @@ The same real texts - passages of ../shared/data's abstracts as a load cuts them
 the entity index words them - are embedded by today's PyTorch float32 path (the baseline, timed in the
 same run) and by each other path: ONNX Runtime and OpenVINO over graphs exported from the bundled model
 (float32 traced, ORT-optimised O1-O3, int8 dynamic and int8 static quantisation calibrated on other real
-passages), PyTorch and OpenVINO bfloat16 where the CPU has it natively, and torch's thread settings. Each
+passages), AOTInductor's compiled package, PyTorch, OpenVINO and AOTInductor bfloat16 where the CPU has it
+natively, and torch's thread settings. Each
 path prints texts/s, its speedup over the baseline and the cosine of each of its vectors to the baseline's.
 The path kept is the fastest with mean cosine >= 0.99 and minimum >= 0.97; ``--json`` prints it, with every
 path's figures and the CPU, as one JSON object on the last line. For the entity index it also measures
@@ -49,9 +50,10 @@ def _hpo_texts(n: int, seed: int) -> tuple[list[str], list[str]]:
 def _candidates(features: dict[str, object]) -> list[EmbeddingPath]:
     paths = [EmbeddingPath("onnx", "float32", graph) for graph in ("float32", "O1", "O2", "O3")]
     paths += [EmbeddingPath("onnx", "int8", graph) for graph in ("O1-int8", "O2-int8", "int8-static")]
-    paths += [EmbeddingPath("openvino", "float32", "float32")]
+    paths += [EmbeddingPath("openvino", "float32", "float32"), EmbeddingPath("inductor", "float32", "aoti-float32")]
     if features["bf16"]:
         paths += [EmbeddingPath("torch", "bfloat16"), EmbeddingPath("openvino", "bfloat16", "float32")]
+        paths += [EmbeddingPath("inductor", "bfloat16", "aoti-bfloat16")]
     return paths
 
 

@@ -1,11 +1,15 @@
-"""Inference graphs of a sentence-transformers model for ONNX Runtime and OpenVINO, and the cache they live in.
+"""Inference graphs of a sentence-transformers model for ONNX Runtime, OpenVINO and AOTInductor, and the cache
+they live in.
 
 The model (Transformer, pooling and whatever else it stacks) is traced once to one ONNX graph from the
 already loaded PyTorch model - nothing is downloaded - then, on demand, graph-optimised (optimum's O1-O3
-levels, done with onnxruntime's own transformer optimizer) or int8-quantised. Each graph is written to a
-temporary name, renamed into place and recorded with its SHA-256 in a sidecar; a graph whose record is
-missing or does not match (an interrupted or damaged export) is rebuilt. The cache folder is keyed by a
-hash of the weights and module configuration, so a changed model never reuses another's graph.
+levels, done with onnxruntime's own transformer optimizer) or int8-quantised. For AOTInductor it is
+exported with ``torch.export`` (batch and sequence length dynamic) and compiled by torch's own compiler into
+a package of C++ kernels (a C++ compiler is needed once, to build it; loading it takes milliseconds).
+Each graph is written to a temporary name, renamed into place and recorded with its SHA-256 in a sidecar; a
+graph whose record is missing or does not match (an interrupted or damaged export) is rebuilt. The cache
+folder is keyed by a hash of the weights and module configuration, so a changed model never reuses another's
+graph.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ __all__ = [
     "ExportCache",
     "ExportError",
     "OnnxRunner",
+    "InductorRunner",
     "OpenVinoRunner",
     "cpu_features",
     "default_cache_root",
+    "model_inputs",
 ]
 
 log = logging.getLogger(__name__)
@@ -52,6 +58,8 @@ GRAPHS: dict[str, tuple[str | None, str]] = {
     "O1-int8": ("O1", "int8 dynamic quantisation of the O1 graph's matrix products"),
     "O2-int8": ("O2", "int8 dynamic quantisation of the O2 graph's matrix products"),
     "int8-static": ("float32", "int8 static quantisation (QDQ), activations calibrated on given texts"),
+    "aoti-float32": (None, "the model compiled by AOTInductor (torch.export, C++ kernels), float32"),
+    "aoti-bfloat16": (None, "the model in bfloat16 compiled by AOTInductor (AMX/AVX512-BF16 kernels)"),
 }
 
 
@@ -107,10 +115,15 @@ def model_key(model: Any) -> str:  # noqa: ANN401 - a SentenceTransformer
     return digest.hexdigest()[:16]
 
 
+def model_inputs(model: Any) -> tuple[str, ...]:  # noqa: ANN401 - a SentenceTransformer
+    """The tensors the model's own preprocessing gives a graph, in the graphs' order."""
+    return tuple(n for n in INPUT_NAMES if n in model.preprocess(["a"]))
+
+
 def _export(model: Any, out: Path) -> None:  # noqa: ANN401 - a SentenceTransformer
     import torch
 
-    names = tuple(n for n in INPUT_NAMES if n in model.preprocess(["a"]))
+    names = model_inputs(model)
 
     class Sentence(torch.nn.Module):
         def __init__(self) -> None:
@@ -140,6 +153,35 @@ def _export(model: Any, out: Path) -> None:  # noqa: ANN401 - a SentenceTransfor
         )
 
 
+def _compile_aoti(model: Any, out: Path, dtype: str) -> None:  # noqa: ANN401 - a SentenceTransformer
+    """``model`` (a copy, in ``dtype``) exported with dynamic batch and sequence length, and compiled by
+    AOTInductor into the package ``out``. Weights are not frozen into the kernels: measured
+    (benchmarks/embedding.py), freezing made the bf16 package slower here (155 against 168 passages/s)."""
+    import copy
+
+    import torch
+
+    names = model_inputs(model)
+    copied = copy.deepcopy(model).to(getattr(torch, dtype)).eval()
+
+    class Sentence(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = copied
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.model(dict(zip(names, tensors, strict=True)))[OUTPUT_NAME].float()
+
+    example = model.preprocess(["a short text", "a longer text of several more words, so the first is padded"])
+    # texts are cut to the model's max_seq_length by its preprocessing; batches of any size
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    sequence = torch.export.Dim("sequence", min=2, max=model.max_seq_length)
+    shapes = tuple({0: batch, 1: sequence} for _ in names)
+    with torch.inference_mode():
+        program = torch.export.export(Sentence().eval(), tuple(example[n] for n in names), dynamic_shapes=(shapes,))
+    torch._inductor.aoti_compile_and_package(program, package_path=str(out))
+
+
 def _optimise(src: Path, out: Path, level: str) -> None:
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
@@ -156,7 +198,7 @@ def _optimise(src: Path, out: Path, level: str) -> None:
 def _quantise_static(model: Any, src: Path, out: Path, texts: list[str]) -> None:  # noqa: ANN401
     from onnxruntime.quantization import CalibrationDataReader
 
-    names = tuple(n for n in INPUT_NAMES if n in model.preprocess(["a"]))
+    names = model_inputs(model)
 
     class Batches(CalibrationDataReader):
         def __init__(self) -> None:
@@ -230,7 +272,7 @@ class ExportCache:
         self.built: list[str] = []
 
     def path(self, graph: str) -> Path:
-        return self.directory / f"{graph}.onnx"
+        return self.directory / f"{graph}{_suffix(graph)}"
 
     def _record(self, graph: str) -> Path:
         return self.directory / f"{graph}.json"
@@ -271,11 +313,13 @@ class ExportCache:
     def _build(self, graph: str, src: Path | None) -> None:
         path, record = self.path(graph), self._record(graph)
         record.unlink(missing_ok=True)  # no record while the file is replaced: a crash leaves it invalid
-        tmp = self.directory / f".{graph}.{os.getpid()}.tmp.onnx"
+        tmp = self.directory / f".{graph}.{os.getpid()}.tmp{_suffix(graph)}"
         started = time.perf_counter()
         try:
             if graph == "float32":
                 _export(self.model, tmp)
+            elif graph.startswith("aoti-"):
+                _compile_aoti(self.model, tmp, graph.removeprefix("aoti-"))
             elif graph == "int8-static":
                 if not self.calibration:
                     raise ExportError("int8-static needs calibration texts")
@@ -301,6 +345,10 @@ class ExportCache:
         os.replace(tmp_record, record)
         self.built.append(graph)
         log.info("embedding graph %s built in %.1f s: %s", graph, meta["built_s"], path)
+
+
+def _suffix(graph: str) -> str:
+    return ".pt2" if graph.startswith("aoti-") else ".onnx"
 
 
 def _input_names(inputs: list[Any]) -> tuple[str, ...]:
@@ -345,3 +393,20 @@ class OpenVinoRunner:
     def run(self, features: dict[str, np.ndarray]) -> np.ndarray:
         request = self.compiled.create_infer_request()
         return np.asarray(request.infer({n: features[n] for n in self.names})[self.output])
+
+
+class InductorRunner:
+    """An AOTInductor package loaded into this process; ``run(features)`` -> (batch, dim) float32. Its
+    kernels use torch's intra-op threads (MEDKG_TORCH_THREADS)."""
+
+    def __init__(self, path: Path, names: tuple[str, ...]) -> None:
+        import torch
+
+        self._torch = torch
+        self.package = torch._inductor.aoti_load_package(str(path))
+        self.names = names
+
+    def run(self, features: dict[str, np.ndarray]) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode():
+            return self.package(*(torch.from_numpy(features[n]) for n in self.names)).numpy()

@@ -1,21 +1,24 @@
-"""Which path computes the text embeddings: the backend (PyTorch, or ONNX Runtime / OpenVINO over an exported
-graph), the precision and the graph, chosen per CPU for ``auto``. Cheap to import (no torch until a CPU is
+"""Which path computes the text embeddings: the backend (PyTorch, or ONNX Runtime / OpenVINO / AOTInductor over
+an exported graph), the precision and the graph, chosen per CPU for ``auto``. Cheap to import (no torch until a CPU is
 asked about), so the settings validate a configuration with :func:`check_path` at start-up."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 from dataclasses import dataclass
 
 __all__ = ["BACKENDS", "PRECISIONS", "EmbedderError", "EmbeddingPath", "check_path", "resolve_dtype", "resolve_path"]
 
-BACKENDS = ("auto", "torch", "onnx", "openvino")
+BACKENDS = ("auto", "torch", "onnx", "openvino", "inductor")
 # The precisions each backend runs; float32 on any of them gives the same vectors to float rounding
 # (cosine >= 0.99999 to PyTorch's), so it keeps the model's signature, and indexes stay valid.
 PRECISIONS = {
     "torch": ("float32", "bfloat16", "float16"),
     "onnx": ("float32", "int8"),
     "openvino": ("float32", "bfloat16"),
+    "inductor": ("float32", "bfloat16"),
 }
 _PACKAGES = {"onnx": "onnxruntime", "openvino": "openvino"}
 
@@ -49,8 +52,15 @@ def _native_bf16() -> bool:
     import torch
 
     supported = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
+    return bool((supported and supported()) or _amx())
+
+
+def _amx() -> bool:
+    """The CPU has AMX tiles (Intel Xeon Sapphire Rapids and later): bf16 matrix products in hardware."""
+    import torch
+
     amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    return bool((supported and supported()) or (amx and amx()))
+    return bool(amx and amx())
 
 
 @dataclass(frozen=True)
@@ -79,10 +89,18 @@ class EmbeddingPath:
 # The graph each exported backend runs at each precision, from benchmarks/embedding.py.
 _GRAPHS = {("onnx", "float32"): "O3", ("onnx", "int8"): "O2-int8", ("openvino", "float32"): "float32"}
 _GRAPHS[("openvino", "bfloat16")] = "float32"  # OpenVINO converts the weights itself
+_GRAPHS |= {("inductor", "float32"): "aoti-float32", ("inductor", "bfloat16"): "aoti-bfloat16"}
 
 
 def _available(backend: str) -> bool:
+    if backend == "inductor":  # torch's compiler builds its package with the system's C++ compiler, once
+        return _cxx_compiler() is not None
     return backend == "torch" or importlib.util.find_spec(_PACKAGES[backend]) is not None
+
+
+def _cxx_compiler() -> str | None:
+    """The C++ compiler AOTInductor would call (``$CXX``, else g++ or clang++ on the PATH), or None."""
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
 
 
 def check_path(backend: str, dtype: str, device: str = "cpu") -> None:
@@ -105,10 +123,12 @@ def check_path(backend: str, dtype: str, device: str = "cpu") -> None:
         raise EmbedderError(
             f"embedding backend {needed!r} needs the {_PACKAGES[needed]} package (pip install {_PACKAGES[needed]})"
         )
+    if needed == "inductor" and not _available(needed):
+        raise EmbedderError("embedding backend 'inductor' needs a C++ compiler (g++ or clang++, or $CXX) to build")
 
 
 def resolve_path(backend: str = "auto", dtype: str = "auto", device: str = "cpu") -> EmbeddingPath:
-    """The embedding path for a backend setting (``auto``, ``torch``, ``onnx``, ``openvino``) and a dtype
+    """The embedding path for a backend setting (``auto``, ``torch``, ``onnx``, ``openvino``, ``inductor``) and a dtype
     setting (``auto`` or one the backend runs). ``auto`` on a CPU: see :func:`_auto`."""
     check_path(backend, dtype, device)
     if device != "cpu":
@@ -118,14 +138,15 @@ def resolve_path(backend: str = "auto", dtype: str = "auto", device: str = "cpu"
     if backend == "torch":
         return EmbeddingPath("torch", resolve_dtype(dtype, device))
     if dtype == "auto":  # the exported backends' own fastest precision at unchanged quality
-        dtype = "bfloat16" if backend == "openvino" and _native_bf16() else "float32"
+        dtype = "bfloat16" if backend in ("openvino", "inductor") and _native_bf16() else "float32"
     return EmbeddingPath(backend, dtype, _GRAPHS[(backend, dtype)])
 
 
 def _auto(dtype: str) -> EmbeddingPath:
     """The fastest path measured at unchanged quality (mean cosine >= 0.99 and minimum >= 0.97 to the
-    float32 vectors) on this CPU (docs/benchmarks.md#embedding-backends): bfloat16 where the CPU has it
-    natively (OpenVINO's when installed, else torch's; cosine 0.9999 to float32), else ONNX Runtime's int8
+    float32 vectors) on each kind of CPU (docs/benchmarks.md#embedding-backends): with AMX, bfloat16
+    compiled by AOTInductor where a C++ compiler is at hand (3.8x float32 on 2 cores); with native bf16,
+    OpenVINO's bfloat16 when installed, else torch's (cosine 0.9999 to float32); else ONNX Runtime's int8
     graph (cosine 0.993), else torch float32."""
     bf16 = _native_bf16()
     if dtype == "int8":
@@ -135,6 +156,8 @@ def _auto(dtype: str) -> EmbeddingPath:
     if dtype == "bfloat16" and not bf16:
         return EmbeddingPath("torch", "bfloat16", None, "asked for bfloat16 on a CPU without native bf16")
     if bf16:
+        if _amx() and _available("inductor"):
+            return EmbeddingPath("inductor", "bfloat16", _GRAPHS[("inductor", "bfloat16")], "AMX CPU")
         if _available("openvino"):
             return EmbeddingPath("openvino", "bfloat16", _GRAPHS[("openvino", "bfloat16")], "native bf16 CPU")
         return EmbeddingPath("torch", "bfloat16", None, "native bf16 CPU")

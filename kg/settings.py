@@ -93,12 +93,12 @@ class Settings(BaseSettings):
             "a GPU, int8 on onnx."
         ),
     )
-    embedding_backend: Literal["auto", "torch", "onnx", "openvino"] = Field(
+    embedding_backend: Literal["auto", "torch", "onnx", "openvino", "inductor"] = Field(
         default="auto",
         description=(
             "What runs the embedding model: 'auto' picks per CPU the path measured fastest at unchanged quality "
-            "(docs/benchmarks.md#embedding-backends); onnx and openvino run a graph exported once from the model "
-            "into ~/.cache/medkg/embedders, CPU only."
+            "(docs/benchmarks.md#embedding-backends); onnx, openvino and inductor (AOTInductor: needs a C++ "
+            "compiler once) run a graph exported once from the model into ~/.cache/medkg/embedders, CPU only."
         ),
     )
 

@@ -1,11 +1,13 @@
 """The embedding paths: graphs exported once from the bundled model into a verified cache, ONNX Runtime's
-float32 and int8 runs against torch's float32 vectors, the per-CPU choice and the settings that cannot run."""
+float32 and int8 runs and AOTInductor's compiled package against torch's float32 vectors, the per-CPU
+choice and the settings that cannot run."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from kg import embedding_paths
 from kg.embedder_backends import GRAPHS, ExportCache, cpu_features
 from kg.embedders import EmbedderError, EmbeddingPath, TextEmbedder, check_path, resolve_path
 from kg.settings import DEFAULT_EMBEDDING_MODEL, SettingsError, load_settings
@@ -92,11 +94,35 @@ def test_the_cache_belongs_to_one_model(cache_dir) -> None:  # noqa: ANN001
             next(model.parameters()).sub_(1e-3)
 
 
+def test_aotinductor_compiles_the_model_once_and_gives_its_vectors(cache_dir, reference) -> None:  # noqa: ANN001
+    if not embedding_paths._cxx_compiler():
+        pytest.skip("no C++ compiler here: AOTInductor cannot build its package (auto takes another path)")
+    embedder = _embedder(cache_dir, "inductor", "float32", "aoti-float32")
+    vectors = embedder.encode(TEXTS)
+    assert embedder.export_cache.built == ["aoti-float32"]
+    assert embedder.export_cache.path("aoti-float32").suffix == ".pt2" and embedder.export_cache.valid("aoti-float32")
+    assert vectors.shape == reference.shape and vectors.dtype == np.float32
+    assert np.min(np.sum(vectors * reference, axis=1)) > 0.9999
+    assert embedder.signature == DEFAULT_EMBEDDING_MODEL  # float32: torch's vectors, indexes stay valid
+    # batches of other sizes and lengths than the one it was exported with; a text cut at the model's limit
+    longest = " ".join(TEXTS * 20)
+    alone = np.vstack([embedder.encode([t]) for t in [*TEXTS, longest]])
+    assert np.min(np.sum(alone[:-1] * vectors, axis=1)) > 0.9999
+    torch_f32 = TextEmbedder(DEFAULT_EMBEDDING_MODEL, path=EmbeddingPath("torch", "float32"))
+    assert np.sum(alone[-1] * torch_f32.encode([longest])[0]) > 0.9999
+    # another process loads the package: nothing is compiled again
+    again = _embedder(cache_dir, "inductor", "float32", "aoti-float32")
+    assert np.allclose(again.encode(TEXTS), vectors, atol=1e-6) and again.export_cache.built == []
+
+
 def test_the_path_is_chosen_by_the_cpu() -> None:
     path = resolve_path("auto", "auto")
-    bf16 = cpu_features()["bf16"]
+    features = cpu_features()
+    bf16 = features["bf16"]
     assert path.dtype == ("bfloat16" if bf16 else "int8")
-    assert path.backend in (("torch", "openvino") if bf16 else ("onnx",))
+    assert path.backend in (("torch", "openvino", "inductor") if bf16 else ("onnx",))
+    if features["amx"] and embedding_paths._cxx_compiler():  # the fastest measured with AMX
+        assert path == EmbeddingPath("inductor", "bfloat16", "aoti-bfloat16", "AMX CPU")
     assert path.reason
     assert resolve_path("auto", "float32") == EmbeddingPath("torch", "float32", None, "asked for float32")
     assert resolve_path("onnx", "int8").graph == "O2-int8"
@@ -112,6 +138,8 @@ def test_the_path_is_chosen_by_the_cpu() -> None:
         ("onnx", "bfloat16", "cpu", "runs float32 or int8"),
         ("onnx", "auto", "cuda", "CPU only"),
         ("torch", "int8", "cuda", "int8 embeddings run on the onnx backend"),
+        ("inductor", "int8", "cpu", "runs float32 or bfloat16"),
+        ("inductor", "auto", "cuda", "CPU only"),
     ],
 )
 def test_settings_that_cannot_run_are_refused(backend: str, dtype: str, device: str, message: str) -> None:
@@ -134,6 +162,15 @@ def test_a_gpu_embeds_in_half_precision(monkeypatch: pytest.MonkeyPatch, bf16: b
     assert (embedder.device, embedder.dtype, embedder.batch_size) == ("cuda", expected, 512)
     assert build_embedder(load_settings(embedding_device="cuda", embedding_batch_size=2048)).batch_size == 2048
     assert build_embedder(load_settings()).batch_size == 16
+
+
+def test_without_a_cxx_compiler_inductor_is_refused_and_auto_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding_paths, "_cxx_compiler", lambda: None)
+    with pytest.raises(EmbedderError, match="needs a C.. compiler"):
+        check_path("inductor", "auto")
+    monkeypatch.setattr(embedding_paths, "_native_bf16", lambda: True)
+    monkeypatch.setattr(embedding_paths, "_amx", lambda: True)
+    assert resolve_path("auto", "auto").backend in ("openvino", "torch")
 
 
 def test_the_settings_refuse_them_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
