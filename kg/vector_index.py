@@ -28,6 +28,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from kg.threads import faiss_threads
 from kg.vector_legacy import LegacyIndexError, has_legacy, legacy_paths, read_legacy
 
 logger = logging.getLogger(__name__)
@@ -794,10 +795,11 @@ class VectorIndex:
             if self._count == 0 or len(array) == 0:
                 return [[] for _ in range(len(array))]
             params = self._params()
-            if self._kind == "flat":
-                scores, rows = self._flat.search(array, min(k, self._count), params=params)
-            else:
-                scores, rows = self._rerank(array, k, params)
+            with faiss_threads():
+                if self._kind == "flat":
+                    scores, rows = self._flat.search(array, min(k, self._count), params=params)
+                else:
+                    scores, rows = self._rerank(array, k, params)
             names = self._ids_of_rows(int(r) for r in rows.ravel() if r >= 0)
             return [
                 [(names[int(r)], float(s)) for s, r in zip(row_s, row_r, strict=True) if r >= 0 and int(r) in names]

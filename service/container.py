@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from spacy.language import Language
 
+from kg import threads
 from kg.differential import PhenotypeCache, PhenotypeIndex, phenotype_stamp
 from kg.embedders import TextEmbedder, build_embedder
 from kg.entity_index import EntityIndex
@@ -74,9 +75,7 @@ class Container:
         self.settings = settings or load_settings()
         self.read_only = read_only
         self._build_lock = threading.RLock()
-        import faiss
-
-        faiss.omp_set_num_threads(self.settings.faiss_threads)  # process-wide, as FAISS's threads are
+        threads.configure(faiss=self.settings.faiss_threads, torch=self.settings.torch_threads)
         self._owns_graph = graph is None
         self._data_lock = DataDirLock(self.settings.data_dir)
         self._writer_lock = WriterLock(self.settings.data_dir)
@@ -107,10 +106,6 @@ class Container:
 
     @cached_property
     def text_embedder(self) -> TextEmbedder:
-        if self.settings.torch_threads:
-            import torch
-
-            torch.set_num_threads(self.settings.torch_threads)
         return build_embedder(self.settings)
 
     @cached_property

@@ -1,0 +1,51 @@
+"""OpenMP thread counts, set around the work they are for.
+
+FAISS and torch (and AOTInductor's kernels) run on one OpenMP runtime, whose thread count is a setting of
+each calling thread: a count set for one library is the other's too, and a thread started later does not
+see it. Set once for FAISS at start, it ran every embedding of the main thread (loads, the demo, reindex)
+on one core, and left FAISS at one per core in the server's worker threads. So each count is set where
+its library's work runs, in the thread that runs it, and put back after: :func:`faiss_threads` around
+searches (``MEDKG_FAISS_THREADS``), :func:`torch_threads` around embedding (``MEDKG_TORCH_THREADS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+__all__ = ["configure", "faiss_threads", "torch_threads"]
+
+# the counts of this process (Container sets them from the settings): FAISS 1, torch its own default
+_COUNTS: dict[str, int | None] = {"faiss": 1, "torch": None}
+
+
+def configure(faiss: int = 1, torch: int | None = None) -> None:
+    """The threads FAISS searches with, and torch embeds with (None: torch's default, one per core)."""
+    _COUNTS.update(faiss=faiss, torch=torch)
+
+
+@contextmanager
+def _threads(wanted: int | None, get: Callable[[], int], put: Callable[[int], None]) -> Iterator[None]:
+    before = get()
+    if wanted is None or wanted == before:
+        yield
+        return
+    put(wanted)
+    try:
+        yield
+    finally:
+        put(before)
+
+
+def faiss_threads() -> AbstractContextManager[None]:
+    """FAISS's count for this thread while the block runs (1: a single query is fastest alone)."""
+    import faiss
+
+    return _threads(_COUNTS["faiss"], faiss.omp_get_max_threads, faiss.omp_set_num_threads)
+
+
+def torch_threads() -> AbstractContextManager[None]:
+    """torch's count for this thread while the block runs (unchanged when none is configured)."""
+    import torch
+
+    return _threads(_COUNTS["torch"], torch.get_num_threads, torch.set_num_threads)
