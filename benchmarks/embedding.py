@@ -5,10 +5,10 @@ the entity index words them - are embedded by today's PyTorch float32 path (the 
 same run) and by each other path: ONNX Runtime and OpenVINO over graphs exported from the bundled model
 (float32 traced, ORT-optimised O1-O3, int8 dynamic and int8 static quantisation calibrated on other real
 passages), AOTInductor's compiled package, PyTorch, OpenVINO and AOTInductor bfloat16 where the CPU has it
-natively, and torch's thread settings. Each
-path prints texts/s, its speedup over the baseline and the cosine of each of its vectors to the baseline's.
-The path kept is the fastest with mean cosine >= 0.99 and minimum >= 0.97; ``--json`` prints it, with every
-path's figures and the CPU, as one JSON object on the last line. For the entity index it also measures
+natively, and torch's thread settings. Each path prints texts/s, its speedup over the baseline and the
+cosine of each of its vectors to the baseline's. The path kept is the fastest with mean cosine >= 0.99 and
+minimum >= 0.97; ``--json`` prints it, with every path's figures and the CPU, as one JSON object on the
+last line. For the entity index it also measures
 what the text costs: the "name: description. Synonyms" text against the name and synonyms alone.
 """
 

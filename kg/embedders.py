@@ -25,7 +25,7 @@ from kg.embedding_paths import (
     resolve_dtype,
     resolve_path,
 )
-from kg.threads import torch_threads
+from kg.threads import use_torch_threads
 
 if TYPE_CHECKING:
     from kg.settings import Settings
@@ -179,10 +179,7 @@ class TextEmbedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._load()
-        with torch_threads():
-            return self._encode(model, texts)
-
-    def _encode(self, model, texts: list[str]) -> np.ndarray:  # noqa: ANN001 - a SentenceTransformer
+        use_torch_threads()
         if self._runner is not None:
             return self._encode_graph(model, texts)
         vectors = model.encode(

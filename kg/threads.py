@@ -4,8 +4,10 @@ FAISS and torch (and AOTInductor's kernels) run on one OpenMP runtime, whose thr
 each calling thread: a count set for one library is the other's too, and a thread started later does not
 see it. Set once for FAISS at start, it ran every embedding of the main thread (loads, the demo, reindex)
 on one core, and left FAISS at one per core in the server's worker threads. So each count is set where
-its library's work runs, in the thread that runs it, and put back after: :func:`faiss_threads` around
-searches (``MEDKG_FAISS_THREADS``), :func:`torch_threads` around embedding (``MEDKG_TORCH_THREADS``).
+its library's work runs, in the thread that runs it: :func:`faiss_threads` around searches, put back
+after (``MEDKG_FAISS_THREADS``), :func:`use_torch_threads` before embedding (``MEDKG_TORCH_THREADS``; torch
+keeps one count for the process, so it is not put back: a server embedding in several threads at once
+would flip it under the others).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 
-__all__ = ["configure", "faiss_threads", "torch_threads"]
+__all__ = ["configure", "faiss_threads", "use_torch_threads"]
 
 # the counts of this process (Container sets them from the settings): FAISS 1, torch its own default
 _COUNTS: dict[str, int | None] = {"faiss": 1, "torch": None}
@@ -44,8 +46,11 @@ def faiss_threads() -> AbstractContextManager[None]:
     return _threads(_COUNTS["faiss"], faiss.omp_get_max_threads, faiss.omp_set_num_threads)
 
 
-def torch_threads() -> AbstractContextManager[None]:
-    """torch's count for this thread while the block runs (unchanged when none is configured)."""
-    import torch
+def use_torch_threads() -> None:
+    """torch's configured count, for this thread and the process (none configured: left as it is)."""
+    wanted = _COUNTS["torch"]
+    if wanted is not None:
+        import torch
 
-    return _threads(_COUNTS["torch"], torch.get_num_threads, torch.set_num_threads)
+        if torch.get_num_threads() != wanted:
+            torch.set_num_threads(wanted)

@@ -38,7 +38,7 @@ def test_a_container_leaves_torchs_count_alone(tmp_path: Path) -> None:
     assert after == before, run.stdout + run.stderr
 
 
-def test_each_count_holds_inside_its_block_in_any_thread_and_is_put_back() -> None:
+def test_each_library_gets_its_count_in_any_thread() -> None:
     threads.configure(faiss=1, torch=1)
     seen: dict[str, object] = {}
 
@@ -46,12 +46,13 @@ def test_each_count_holds_inside_its_block_in_any_thread_and_is_put_back() -> No
         before = (faiss.omp_get_max_threads(), torch.get_num_threads())
         with threads.faiss_threads():
             seen["faiss"] = faiss.omp_get_max_threads()
-        with threads.torch_threads():
-            seen["torch"] = torch.get_num_threads()
         seen["before"], seen["after"] = before, (faiss.omp_get_max_threads(), torch.get_num_threads())
+        threads.use_torch_threads()
+        seen["torch"] = torch.get_num_threads()
+        torch.set_num_threads(before[1])
         threads.configure(faiss=1, torch=None)
-        with threads.torch_threads():  # none configured: torch's own count is left alone
-            seen["unconfigured"] = torch.get_num_threads()
+        threads.use_torch_threads()  # none configured: torch's own count is left alone
+        seen["unconfigured"] = torch.get_num_threads()
 
     worker = threading.Thread(target=work)  # a thread started after the counts were configured
     worker.start()
