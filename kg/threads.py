@@ -12,8 +12,8 @@ would flip it under the others).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 __all__ = ["configure", "faiss_threads", "use_torch_threads"]
 
@@ -27,23 +27,19 @@ def configure(faiss: int = 1, torch: int | None = None) -> None:
 
 
 @contextmanager
-def _threads(wanted: int | None, get: Callable[[], int], put: Callable[[int], None]) -> Iterator[None]:
-    before = get()
-    if wanted is None or wanted == before:
-        yield
-        return
-    put(wanted)
-    try:
-        yield
-    finally:
-        put(before)
-
-
-def faiss_threads() -> AbstractContextManager[None]:
+def faiss_threads() -> Iterator[None]:
     """FAISS's count for this thread while the block runs (1: a single query is fastest alone)."""
     import faiss
 
-    return _threads(_COUNTS["faiss"], faiss.omp_get_max_threads, faiss.omp_set_num_threads)
+    wanted, before = _COUNTS["faiss"], faiss.omp_get_max_threads()
+    if wanted is None or wanted == before:
+        yield
+        return
+    faiss.omp_set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
 
 
 def use_torch_threads() -> None:
