@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from eval.trust_questions import VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED, VIGNETTE_OBSERVED
 from kg.curie import try_normalize_curie
 from kg.differential import PhenotypeIndex, terms_in_text
 from kg.differential.phenopacket import read_phenopacket
@@ -266,15 +267,18 @@ def evaluate(
     limit: int | None = None,
     pyhpo_cases: int = 0,
     linker: EntityLinker | None = None,
+    vignettes: bool = False,
 ) -> dict:
     """Top-1/3/10 and MRR of the true disease's rank under medkg and the baselines (plain Resnik BMA,
-    pyhpo's set similarity reproduced by the index), for all cases and each half: the constants were
-    chosen on the tuning half (even positions), the other is held out. A case whose disease is not in
-    the graph (even through ``SAME_AS``), one without an observed term the index knows and a line that is
-    not a case are counted and reported, never dropped and never a hit. Each difference from a baseline
-    comes with paired-bootstrap intervals over cases and over cohorts. ``linker``: also rank from each
-    case written as text and linked back. ``pyhpo_cases``: that many cases (every k-th) ranked by pyhpo
-    itself, which checks the reproduction."""
+        pyhpo's set similarity reproduced by the index), for all cases and each half: the constants were
+        chosen on the tuning half (even positions), the other is held out. A case whose disease is not in
+        the graph (even through ``SAME_AS``), one without an observed term the index knows and a line that is
+        not a case are counted and reported, never dropped and never a hit. Each difference from a baseline
+        comes with paired-bootstrap intervals over cases and over cohorts. ``linker``: also rank from each
+        case written as text and linked back. ``pyhpo_cases``: that many cases (every k-th) ranked by pyhpo
+        itself, which checks the reproduction. ``vignettes``: each case cut to what a vignette of the trust set
+    states (eval/trust_questions.py: its first five observed terms HPO knows and two excluded ones; a case
+    with fewer than three such terms is counted apart, as that set never writes one)."""
     numbered, malformed = read_cases(path, limit)
     cases = [case for _, case in numbered]
     ours: list[tuple[int, int | None]] = []  # (line, rank)
@@ -288,7 +292,7 @@ def evaluate(
         entities = store.get_entities(every)
     # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
     with_gene: list[GeneRanks] = []
-    unmapped = no_known_term = 0
+    unmapped = no_known_term = too_few = 0
     latencies, latencies_10 = [], []
     for line, case in numbered:
         targets = _targets(index, store, case["diseases"])
@@ -296,6 +300,13 @@ def evaluate(
             unmapped += 1
             continue
         observed, excluded = case["observed"], case.get("excluded", [])
+        if vignettes:
+            known = index.known(observed)[0]
+            if len(known) < VIGNETTE_MIN_OBSERVED:
+                too_few += 1
+                continue
+            observed, excluded = known[:VIGNETTE_OBSERVED], excluded[:VIGNETTE_EXCLUDED]
+            case = {**case, "observed": observed, "excluded": excluded}
         if not index.read_case(observed).observed:  # nothing to rank by: every disease would tie
             no_known_term += 1
             continue
@@ -333,6 +344,7 @@ def evaluate(
         "evaluated": len(ours),
         "unmapped_disease": unmapped,
         "no_known_observed_term": no_known_term,
+        **({"vignettes": True, "too_few_terms_for_a_vignette": too_few} if vignettes else {}),
         "malformed_lines": len(malformed),  # lines of a JSONL, or phenopacket files
         "malformed": malformed[:MALFORMED_SHOWN],
         "unit": "file" if reads_phenopackets(path) else "line",
@@ -463,6 +475,12 @@ def report(result: dict) -> None:
             else ""
         )
         + (
+            f"; as vignettes (five observed terms, two excluded), {result['too_few_terms_for_a_vignette']} with "
+            "fewer than three known observed terms left out"
+            if result.get("vignettes")
+            else ""
+        )
+        + (
             f"; {result['malformed_lines']} {result.get('unit', 'line')}{'s' * (result['malformed_lines'] != 1)} "
             "not a case, skipped"
             if result.get("malformed_lines")
@@ -559,6 +577,11 @@ def main(argv: list[str] | None = None) -> int:
         help="also write each case as text, link it back to HPO (lexicon and negation rule) and rank from that",
     )
     parser.add_argument(
+        "--vignettes",
+        action="store_true",
+        help="each case cut to what a vignette of eval.trust states: five observed terms, two excluded",
+    )
+    parser.add_argument(
         "--no-hpo-update",
         action="store_true",
         help="pyhpo's HPO release alone, without what the newer one in hpo3 adds (as --pyhpo-baseline's pyhpo is)",
@@ -610,7 +633,15 @@ def main(argv: list[str] | None = None) -> int:
 
                 nlp = build_pipeline()
                 linker = EntityLinker(nlp, Lexicon.build(store, nlp))
-            result = evaluate(index, store, args.file, args.limit, pyhpo_cases=args.pyhpo_baseline, linker=linker)
+            result = evaluate(
+                index,
+                store,
+                args.file,
+                args.limit,
+                pyhpo_cases=args.pyhpo_baseline,
+                linker=linker,
+                vignettes=args.vignettes,
+            )
         finally:
             store.close()
     result["hpo_releases"] = releases

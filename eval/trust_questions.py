@@ -32,6 +32,8 @@ from ingest.obo import OboTerm, read_obo
 from kg.lay_terms import LAY_TERMS
 
 PER_CLASS = 30
+# a vignette states a published case's first five observed findings and two it excludes (of three or more)
+VIGNETTE_OBSERVED, VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED = 5, 2, 3
 DEFAULT_OUT = Path(__file__).parent / "data" / "trust_dev.jsonl"
 DO_FILE = "disease_ontology/dhimmel_2016/HumanDO_2016.obo.gz"
 
@@ -209,12 +211,12 @@ def vignettes(rng: random.Random, shared: Path, hpo: dict[str, OboTerm], annotat
         for c in cases
         if len(c["diseases"]) == 1
         and c["diseases"][0] in annotated
-        and len([t for t in c["observed"] if t in hpo]) >= 3
+        and len([t for t in c["observed"] if t in hpo]) >= VIGNETTE_MIN_OBSERVED
     ]
     items = []
     for case in rng.sample(usable, PER_CLASS):
-        observed = [_lowered(_name(hpo[t])) for t in case["observed"] if t in hpo][:5]
-        excluded = [_lowered(_name(hpo[t])) for t in case["excluded"] if t in hpo][:2]
+        observed = [_lowered(_name(hpo[t])) for t in case["observed"] if t in hpo][:VIGNETTE_OBSERVED]
+        excluded = [_lowered(_name(hpo[t])) for t in case["excluded"] if t in hpo][:VIGNETTE_EXCLUDED]
         text = "Patient with " + ", ".join(observed[:-1]) + " and " + observed[-1]
         if excluded:
             text += "; no " + " or ".join(excluded)

@@ -121,3 +121,23 @@ def test_malformed_lines_and_cases_without_a_known_term_are_counted_never_hits(t
     assert "4 lines not a case, skipped" in printed and f"  {cases}:5: 'observed' not a list of ids" in printed
     limited = evaluate(small_index(), NoSameAs(), cases, limit=2)  # type: ignore[arg-type]
     assert (limited["cases"], limited["evaluated"], limited["malformed_lines"]) == (2, 1, 1)
+
+
+def test_cases_cut_to_what_a_vignette_states(tmp_path, capsys) -> None:  # noqa: ANN001
+    """--vignettes: the first five observed terms the index knows and two excluded, as eval.trust_questions
+    writes a vignette; a case with fewer than three known observed terms is counted apart, not ranked."""
+    from eval.phenopackets import evaluate, report
+
+    lines = [
+        {"observed": ["HP:0000252", "HP:0000152", "HP:0001250"], "diseases": ["OMIM:100001"]},
+        {"observed": ["HP:0001250", "HP:0000252"], "diseases": ["OMIM:100001"]},  # two known terms
+        {"observed": ["HP:0001250", "HP:9999999"], "diseases": ["OMIM:100001"]},  # one
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    whole = evaluate(small_index(), NoSameAs(), cases)  # type: ignore[arg-type]
+    cut = evaluate(small_index(), NoSameAs(), cases, vignettes=True)  # type: ignore[arg-type]
+    assert (whole["evaluated"], cut["evaluated"], cut["too_few_terms_for_a_vignette"]) == (3, 1, 2)
+    assert "vignettes" not in whole and cut["medkg"]["n"] == 1
+    report(cut)
+    assert "as vignettes (five observed terms, two excluded), 2 with fewer than three known" in capsys.readouterr().out
