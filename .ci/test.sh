@@ -23,6 +23,10 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 parallel=()
 [ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile)
+# the workers (and the servers and CLIs they start) share the machine's cores: each runs OpenMP (torch,
+# FAISS, compiled kernels) on one thread, as threads beyond the cores spin against each other (with two
+# per worker on 2 cores the suite took 33 min instead of 24)
+[ "$workers" -gt 1 ] && export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 "$python" -m pytest "${parallel[@]}" "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
