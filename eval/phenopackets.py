@@ -270,15 +270,15 @@ def evaluate(
     vignettes: bool = False,
 ) -> dict:
     """Top-1/3/10 and MRR of the true disease's rank under medkg and the baselines (plain Resnik BMA,
-        pyhpo's set similarity reproduced by the index), for all cases and each half: the constants were
-        chosen on the tuning half (even positions), the other is held out. A case whose disease is not in
-        the graph (even through ``SAME_AS``), one without an observed term the index knows and a line that is
-        not a case are counted and reported, never dropped and never a hit. Each difference from a baseline
-        comes with paired-bootstrap intervals over cases and over cohorts. ``linker``: also rank from each
-        case written as text and linked back. ``pyhpo_cases``: that many cases (every k-th) ranked by pyhpo
-        itself, which checks the reproduction. ``vignettes``: each case cut to what a vignette of the trust set
-    states (eval/trust_questions.py: its first five observed terms HPO knows and two excluded ones; a case
-    with fewer than three such terms is counted apart, as that set never writes one)."""
+    pyhpo's set similarity reproduced by the index), for all cases and each half: the constants were
+    chosen on the tuning half (even positions), the other is held out. A case whose disease is not in
+    the graph (even through ``SAME_AS``), one without an observed term the index knows and a line that is
+    not a case are counted and reported, never dropped and never a hit. Each difference from a baseline
+    comes with paired-bootstrap intervals over cases and over cohorts. ``linker``: also rank from each
+    case written as text and linked back. ``pyhpo_cases``: that many cases (every k-th) ranked by pyhpo
+    itself, which checks the reproduction. ``vignettes``: each case cut to what a vignette of the trust
+    set states (eval/trust_questions.py: its first five observed terms HPO knows and two excluded ones;
+    a case with fewer than three such terms is counted apart, as that set never writes one)."""
     numbered, malformed = read_cases(path, limit)
     cases = [case for _, case in numbered]
     ours: list[tuple[int, int | None]] = []  # (line, rank)

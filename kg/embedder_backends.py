@@ -32,8 +32,8 @@ __all__ = [
     "GRAPHS",
     "ExportCache",
     "ExportError",
-    "OnnxRunner",
     "InductorRunner",
+    "OnnxRunner",
     "OpenVinoRunner",
     "cpu_features",
     "default_cache_root",
@@ -155,8 +155,8 @@ def _export(model: Any, out: Path) -> None:  # noqa: ANN401 - a SentenceTransfor
 
 def _compile_aoti(model: Any, out: Path, dtype: str) -> None:  # noqa: ANN401 - a SentenceTransformer
     """``model`` (a copy, in ``dtype``) exported with dynamic batch and sequence length, and compiled by
-    AOTInductor into the package ``out``. Weights are not frozen into the kernels: measured
-    (benchmarks/embedding.py), freezing made the bf16 package slower here (155 against 168 passages/s)."""
+    AOTInductor into the package ``out``. Weights are not frozen into the kernels: frozen, the bf16 package
+    was slower (155 against 168 passages/s on a 2-core Xeon with AMX, docs/benchmarks.md)."""
     import copy
 
     import torch

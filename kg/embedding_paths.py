@@ -1,6 +1,6 @@
-"""Which path computes the text embeddings: the backend (PyTorch, or ONNX Runtime / OpenVINO / AOTInductor over
-an exported graph), the precision and the graph, chosen per CPU for ``auto``. Cheap to import (no torch until a CPU is
-asked about), so the settings validate a configuration with :func:`check_path` at start-up."""
+"""Which path computes the text embeddings: the backend (PyTorch, or ONNX Runtime / OpenVINO / AOTInductor
+over an exported graph), the precision and the graph, chosen per CPU for ``auto``. Cheap to import (no torch
+until a CPU is asked about), so the settings validate a configuration with :func:`check_path` at start-up."""
 
 from __future__ import annotations
 
