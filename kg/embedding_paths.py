@@ -144,10 +144,11 @@ def resolve_path(backend: str = "auto", dtype: str = "auto", device: str = "cpu"
 
 def _auto(dtype: str) -> EmbeddingPath:
     """The fastest path measured at unchanged quality (mean cosine >= 0.99 and minimum >= 0.97 to the
-    float32 vectors) on each kind of CPU (docs/benchmarks.md#embedding-backends): with AMX, bfloat16
-    compiled by AOTInductor where a C++ compiler is at hand (3.8x float32 on 2 cores); with native bf16,
-    OpenVINO's bfloat16 when installed, else torch's (cosine 0.9999 to float32); else ONNX Runtime's int8
-    graph (cosine 0.993), else torch float32."""
+    float32 vectors) on each kind of CPU (docs/benchmarks.md#embedding-backends): with native bf16,
+    OpenVINO's bfloat16 when installed (3.5x float32 on 2 cores with AMX), else torch's (cosine 0.9999 to
+    float32); else ONNX Runtime's int8 graph (cosine 0.993), else torch float32. AOTInductor's bf16 package
+    (3.75x with AMX) is asked for by name: every process that loads it pays a package load, and every
+    load keeps its own copy of the weights, which a test suite of many short processes could not afford."""
     bf16 = _native_bf16()
     if dtype == "int8":
         return EmbeddingPath("onnx", "int8", _GRAPHS[("onnx", "int8")], "asked for int8")
@@ -156,8 +157,6 @@ def _auto(dtype: str) -> EmbeddingPath:
     if dtype == "bfloat16" and not bf16:
         return EmbeddingPath("torch", "bfloat16", None, "asked for bfloat16 on a CPU without native bf16")
     if bf16:
-        if _amx() and _available("inductor"):
-            return EmbeddingPath("inductor", "bfloat16", _GRAPHS[("inductor", "bfloat16")], "AMX CPU")
         if _available("openvino"):
             return EmbeddingPath("openvino", "bfloat16", _GRAPHS[("openvino", "bfloat16")], "native bf16 CPU")
         return EmbeddingPath("torch", "bfloat16", None, "native bf16 CPU")
