@@ -18,7 +18,7 @@ from contextlib import contextmanager
 __all__ = ["configure", "faiss_threads", "use_torch_threads"]
 
 # the counts of this process (Container sets them from the settings): FAISS 1, torch its own default
-_COUNTS: dict[str, int | None] = {"faiss": 1, "torch": None}
+_COUNTS: dict[str, int | None] = {"faiss": 1, "torch": None}  # FAISS always has one
 
 
 def configure(faiss: int = 1, torch: int | None = None) -> None:
@@ -32,7 +32,7 @@ def faiss_threads() -> Iterator[None]:
     import faiss
 
     wanted, before = _COUNTS["faiss"], faiss.omp_get_max_threads()
-    if wanted is None or wanted == before:
+    if wanted == before:
         yield
         return
     faiss.omp_set_num_threads(wanted)
