@@ -117,6 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     shared = args.shared_data if (args.shared_data / "pharmacotherapydb").is_dir() else None
     work = args.work or Path(tempfile.mkdtemp(prefix="medkg-first-run-"))
+    work.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"cpu": cpu_features(), "shared_data": bool(shared)}
     try:
         data = work / "data"

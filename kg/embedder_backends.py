@@ -186,13 +186,37 @@ def _optimise(src: Path, out: Path, level: str) -> None:
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
-    if level == "O1":
-        optimised = optimize_model(str(src), model_type="bert", opt_level=1, only_onnxruntime=True)
-    else:
-        options = FusionOptions("bert")
-        options.enable_gelu_approximation = level == "O3"
-        optimised = optimize_model(str(src), model_type="bert", opt_level=2, optimization_options=options)
-    optimised.save_model_to_file(str(out))
+    with _quiet_onnxruntime():
+        if level == "O1":
+            optimised = optimize_model(str(src), model_type="bert", opt_level=1, only_onnxruntime=True)
+        else:
+            options = FusionOptions("bert")
+            options.enable_gelu_approximation = level == "O3"
+            optimised = optimize_model(str(src), model_type="bert", opt_level=2, optimization_options=options)
+        optimised.save_model_to_file(str(out))
+
+
+class _OnnxRuntimeChatter(logging.Filter):
+    """Drops the records of ONNX Runtime's Python tools (optimizer, quantizer) below ERROR. The quantizer logs each
+    tensor it passes over on the root logger (some 50 wrapped records a graph, which filled the first
+    ``medkg demo``'s screen) and advice to its own developers as warnings; a build that fails raises."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or f"{os.sep}onnxruntime{os.sep}" not in record.pathname
+
+
+@contextlib.contextmanager
+def _quiet_onnxruntime() -> Iterator[None]:
+    """While a graph is optimised or quantised, the root logger's handlers pass over ONNX Runtime's chatter
+    (its optimizer logs under bare module names, ``fusion_base``..., so no one logger's level reaches it)."""
+    chatter, handlers = _OnnxRuntimeChatter(), list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(chatter)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(chatter)
 
 
 def _quantise_static(model: Any, src: Path, out: Path, texts: list[str]) -> None:  # noqa: ANN401
@@ -211,7 +235,7 @@ def _quantise_static(model: Any, src: Path, out: Path, texts: list[str]) -> None
     prepared = out.with_name(out.name + ".prep.onnx")
     # ORT's shape inference leaves scratch files in the working directory: work in the cache folder (this
     # graph is built by benchmarks only - it fails the quality bar - so changing directory is safe here)
-    with contextlib.chdir(out.parent):
+    with contextlib.chdir(out.parent), _quiet_onnxruntime():
         _quantise_static_here(src, prepared, out, Batches())
 
 
@@ -243,15 +267,16 @@ def _quantise(src: Path, out: Path) -> None:
     # channel in 7 bits: without VNNI the u8 x s8 products saturate in 16 bits at full range, so one graph
     # gives the same vectors on every CPU. Measured (benchmarks/embedding.py): per-tensor weights, or the
     # embedding tables quantised too, fall to mean cosine 0.95 to float32.
-    quantize_dynamic(
-        str(src),
-        str(out),
-        weight_type=QuantType.QInt8,
-        per_channel=True,
-        reduce_range=True,
-        op_types_to_quantize=["MatMul"],
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # types of the fused ops' outputs
-    )
+    with _quiet_onnxruntime():
+        quantize_dynamic(
+            str(src),
+            str(out),
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            reduce_range=True,
+            op_types_to_quantize=["MatMul"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # types of the fused ops' outputs
+        )
 
 
 class ExportCache:
