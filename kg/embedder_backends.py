@@ -197,9 +197,9 @@ def _optimise(src: Path, out: Path, level: str) -> None:
 
 
 class _OnnxRuntimeChatter(logging.Filter):
-    """Drops the records of ONNX Runtime's Python tools (optimizer, quantizer) below ERROR. The quantizer logs each
-    tensor it passes over on the root logger (some 50 wrapped records a graph, which filled the first
-    ``medkg demo``'s screen) and advice to its own developers as warnings; a build that fails raises."""
+    """Drops the records of ONNX Runtime's Python tools (optimizer, quantizer) below ERROR. The quantizer
+    logs each tensor it passes over on the root logger (some 50 wrapped records a graph, which filled the
+    first ``medkg demo``'s screen) and advice to its own developers as warnings; a failed build raises."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.ERROR or f"{os.sep}onnxruntime{os.sep}" not in record.pathname
