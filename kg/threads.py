@@ -17,8 +17,9 @@ from contextlib import contextmanager
 
 __all__ = ["configure", "faiss_threads", "use_torch_threads"]
 
-# the counts of this process (Container sets them from the settings): FAISS 1, torch its own default
-_COUNTS: dict[str, int | None] = {"faiss": 1, "torch": None}  # FAISS always has one
+# the counts of this process (Container sets them from the settings): FAISS's always a number (1 unless
+# configured), torch's None for torch's own default
+_COUNTS: dict[str, int | None] = {"faiss": 1, "torch": None}
 
 
 def configure(faiss: int = 1, torch: int | None = None) -> None:

@@ -36,6 +36,7 @@ def test_a_container_leaves_torchs_count_alone(tmp_path: Path) -> None:
     )
     env = {**os.environ, "OMP_NUM_THREADS": "2"}  # two, as on a 2-core machine (the suite runs with one)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
     before, after = run.stdout.split()
     assert (before, after) == ("2", "2"), run.stdout + run.stderr
 
