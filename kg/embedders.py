@@ -8,8 +8,10 @@ path measured fastest at unchanged quality (docs/benchmarks.md#embedding-backend
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +28,7 @@ from kg.embedding_paths import (
     resolve_path,
 )
 from kg.threads import use_torch_threads
+from kg.vector_memo import VectorMemo
 
 if TYPE_CHECKING:
     from kg.settings import Settings
@@ -73,7 +76,8 @@ class TextEmbedder:
 
     ``backend`` and ``dtype`` choose the path (:func:`resolve_path`), or ``path`` gives it whole (a
     benchmark's other graphs); the exported backends keep their graphs under ``cache_dir`` (default
-    :func:`kg.embedder_backends.default_cache_root`)."""
+    :func:`kg.embedder_backends.default_cache_root`). With ``memo_mb`` > 0, :meth:`encode_memoised` keeps
+    the vectors of graph and corpus texts in a :class:`~kg.vector_memo.VectorMemo` of that size."""
 
     def __init__(
         self,
@@ -84,6 +88,8 @@ class TextEmbedder:
         backend: str = "auto",
         cache_dir: Path | None = None,
         path: EmbeddingPath | None = None,
+        memo_mb: int = 0,
+        memo_root: Path | None = None,
     ) -> None:
         self.model_name = model
         self.device = device
@@ -98,6 +104,9 @@ class TextEmbedder:
         self._model = None
         self._runner = None
         self._counter: Callable[[list[str]], list[int]] | None = None
+        self.memo_mb = memo_mb  # 0: no vector memo
+        self.memo_root = memo_root
+        self._memo: VectorMemo | None = None
         self._lock = threading.Lock()
 
     @property
@@ -193,6 +202,40 @@ class TextEmbedder:
         # bfloat16 rounding leaves norms a little off 1; renormalise so cosine = inner product.
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
+    def encode_memoised(self, texts: list[str]) -> np.ndarray:
+        """:meth:`encode` for texts of the graph and the corpus (entities, passages; never questions):
+        the vector memo's vectors where it holds them, the others encoded and kept in it."""
+        memo = self.memo()
+        if memo is None or not texts:
+            return self.encode(texts)
+        kept = memo.get(texts)
+        todo = [i for i, v in enumerate(kept) if v is None]
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for i, vector in enumerate(kept):
+            if vector is not None:
+                out[i] = vector
+        if todo:
+            encoded = self.encode([texts[i] for i in todo])
+            out[todo] = encoded
+            memo.put([texts[i] for i in todo], encoded)
+        return out
+
+    def memo(self) -> VectorMemo | None:
+        """This embedding's vector memo (None when ``memo_mb`` is 0). Its file is named by everything that
+        makes a vector: the model's weights, the path, the device and the runtime's version."""
+        if self.memo_mb <= 0:
+            return None
+        model, dimension = self._load(), self.dimension
+        with self._lock:
+            if self._memo is None:
+                from kg.embedder_backends import model_key
+
+                made_by = f"{model_key(model)} {self.path} {self.device} {_runtime_version(self.backend)}"
+                slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_name.replace("package:", "")).strip("_")[-60:]
+                name = f"{slug}-{hashlib.sha256(made_by.encode()).hexdigest()[:16]}"
+                self._memo = VectorMemo(name, dimension, self.memo_mb, self.memo_root)
+        return self._memo
+
     def _encode_graph(self, model, texts: list[str]) -> np.ndarray:  # noqa: ANN001 - a SentenceTransformer
         """Batches of texts of like length in tokens (longest first), tokenised by the model's own
         preprocessing, through the exported graph. Sorted by tokens, not characters as sentence-transformers
@@ -237,6 +280,17 @@ class TextEmbedder:
         return self._counter
 
 
+def _runtime_version(backend: str) -> str:
+    """The version of what computes the vectors on ``backend``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    package = {"onnx": "onnxruntime", "openvino": "openvino"}.get(backend, "torch")
+    try:
+        return f"{package} {version(package)}"
+    except PackageNotFoundError:
+        return package
+
+
 def build_embedder(settings: Settings) -> TextEmbedder:
     """The configured text embedder: ``MEDKG_EMBEDDING_MODEL`` with its device, dtype and backend (loaded on
     first use)."""
@@ -247,4 +301,5 @@ def build_embedder(settings: Settings) -> TextEmbedder:
         batch_size=settings.embedding_batch_size or (16 if device == "cpu" else 512),
         dtype=settings.embedding_dtype,
         backend=settings.embedding_backend,
+        memo_mb=settings.vector_memo_mb,
     )

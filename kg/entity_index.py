@@ -136,7 +136,7 @@ class EntityIndex:
                 bar.update(len(rows) - len(todo))
                 for start in range(0, len(todo), batch):
                     chunk = todo[start : start + batch]
-                    vectors = self.embedder.encode([texts[i] for i in chunk])
+                    vectors = self.embedder.encode_memoised([texts[i] for i in chunk])
                     embedded += index.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
                     bar.update(len(chunk))
                 index.save()  # a checkpoint: a no-op when nothing changed
@@ -187,7 +187,7 @@ class EntityIndex:
         with progress_bar(total=len(todo), desc="embed terms", unit=" terms", disable=not progress or not todo) as bar:
             for start in range(0, len(todo), batch):
                 chunk = todo[start : start + batch]
-                vectors = np.asarray(self.embedder.encode([t for _, t in chunk]), dtype=np.float32)
+                vectors = np.asarray(self.embedder.encode_memoised([t for _, t in chunk]), dtype=np.float32)
                 norms = np.linalg.norm(vectors, axis=1, keepdims=True)
                 out[[r for r, _ in chunk]] = vectors / np.where(norms > 0, norms, 1.0)
                 bar.update(len(chunk))

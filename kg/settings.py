@@ -102,6 +102,13 @@ class Settings(BaseSettings):
         ),
     )
 
+    vector_memo_mb: int = Field(
+        default=1024,
+        ge=0,
+        description="Megabytes of entity and passage vectors kept across data dirs in ~/.cache/medkg/vectors, so "
+        "that a text is embedded once per model (the oldest go first; 0: none kept). Questions are never kept.",
+    )
+
     sentence_splitter: Literal["rule", "pysbd"] = Field(
         default="rule", description="Sentence boundaries: spaCy's rule sentencizer (7x faster) or scispacy's pySBD."
     )

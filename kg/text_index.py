@@ -443,7 +443,7 @@ class TextIndex:
                 result.given += stored
         for start in range(0, len(need), batch):
             chunk = need[start : start + batch]
-            vectors = self.embedder.encode([texts[i] for i in chunk])
+            vectors = self.embedder.encode_memoised([texts[i] for i in chunk])
             result.embedded += self.vectors.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
         result.seconds = round(time.perf_counter() - started, 3)
         return result
@@ -495,7 +495,7 @@ class TextIndex:
                 bar.update(len(ids) - len(need))
                 for start in range(0, len(need), batch):
                     chunk = need[start : start + batch]
-                    encoded = self.embedder.encode([texts[i] for i in chunk])
+                    encoded = self.embedder.encode_memoised([texts[i] for i in chunk])
                     result.embedded += vectors.upsert([ids[i] for i in chunk], encoded, [prints[i] for i in chunk])
                     since_save += len(chunk)
                     bar.update(len(chunk))

@@ -91,12 +91,13 @@ def text_embedder():  # noqa: ANN201 - kg.embedders.TextEmbedder
     """The real offline embedding model, loaded once per test session, on the path this CPU gets (or the one
     MEDKG_EMBEDDING_BACKEND / MEDKG_EMBEDDING_DTYPE ask for: the suite runs on each path that way)."""
     from kg.embedders import TextEmbedder
-    from kg.settings import DEFAULT_EMBEDDING_MODEL
+    from kg.settings import DEFAULT_EMBEDDING_MODEL, Settings
 
     return TextEmbedder(
         DEFAULT_EMBEDDING_MODEL,
         dtype=os.environ.get("MEDKG_EMBEDDING_DTYPE", "auto"),
         backend=os.environ.get("MEDKG_EMBEDDING_BACKEND", "auto"),
+        memo_mb=Settings.model_fields["vector_memo_mb"].default,  # graph texts shared across tests, as installs do
     )
 
 

@@ -266,7 +266,7 @@ class EmbedWorker:
     def __call__(self, table: pa.Table) -> pa.Table:
         rows = table.to_pylist()
         texts = [p["embed_text"] for r in rows if r["kind"] == "article" for p in r["passages"]]
-        vectors = self.embedder.encode(texts) if texts else np.zeros((0, 0), dtype=np.float32)
+        vectors = self.embedder.encode_memoised(texts) if texts else np.zeros((0, 0), dtype=np.float32)
         at = 0
         for r in rows:
             if r["kind"] == "article":

@@ -225,7 +225,7 @@ class GraphEvidence:
             else:
                 vectors[eid] = vec
         if missing:  # not in the entity index (loaded with --no-embed): embed its text once per process
-            encoded = self.embedder.encode([embedding_text(entities[e]) for e in missing])
+            encoded = self.embedder.encode_memoised([embedding_text(entities[e]) for e in missing])
             for eid, vec in zip(missing, encoded, strict=True):
                 vectors[eid] = self._name_vectors[eid] = vec
         return vectors

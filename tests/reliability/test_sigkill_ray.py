@@ -66,12 +66,14 @@ def test_a_ray_load_killed_while_preparing_and_while_merging_ends_as_one_uninter
     command = [MEDKG, "ingest", "pubmed", *map(str, files), "--ray", "--workers", "1", "--no-progress"]
     shards = data / "shards"
 
-    # 1. while Ray prepares: the first shard file is in place, others are not
-    _kill_when(command, env, lambda: any(shards.glob("*.parquet")), tmp_path / "first.log")
+    # 1. while Ray prepares: the first shard file is in place, others are not (each shard embedded here, not
+    # read from the vector memo: preparing one takes seconds, so the kill comes before the next)
+    killed = {**env, "MEDKG_VECTOR_MEMO_MB": "0"}
+    _kill_when(command, killed, lambda: any(shards.glob("*.parquet")), tmp_path / "first.log")
     written = len(list(shards.glob("*.parquet")))
     assert 0 < written < len(files) and _merged(shards) == 0, written
     # 2. while the driver merges: a shard is recorded merged, others are not
-    _kill_when(command, env, lambda: _merged(shards) > 0, tmp_path / "second.log")
+    _kill_when(command, killed, lambda: _merged(shards) > 0, tmp_path / "second.log")
     assert 0 < _merged(shards) < len(files)
     # 3. to the end
     last = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)

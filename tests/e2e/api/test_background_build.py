@@ -28,8 +28,8 @@ from tests.support.qa_store import ARTICLES, ENTITIES, RELATIONS
 MARFAN = "Which phenotypes are characteristic of Marfan syndrome?"
 
 
-def _container(tmp: Path) -> Container:
-    return Container(load_settings(data_dir=tmp / "data", llm_base_url=None, rate_limit_per_minute=0))
+def _container(tmp: Path, **settings: object) -> Container:
+    return Container(load_settings(data_dir=tmp / "data", llm_base_url=None, rate_limit_per_minute=0, **settings))
 
 
 def _until(check, timeout_s: float = 120.0):  # noqa: ANN001, ANN202 - a predicate, its first truthy value
@@ -103,7 +103,7 @@ def _hpo_terms(n: int) -> list[Entity]:
 
 def test_a_server_stopped_mid_build_keeps_what_was_embedded_and_a_rerun_finishes(tmp_path: Path) -> None:
     terms = _hpo_terms(600)
-    c = _container(tmp_path)
+    c = _container(tmp_path, vector_memo_mb=0)  # embedded here, not read from earlier tests' vectors: it takes time
     c.graph.upsert_entities(terms)
 
     def entities() -> Iterator[object]:

@@ -53,3 +53,35 @@ def test_token_counts_are_exact_while_other_threads_encode(text_embedder) -> Non
     for w in workers:
         w.join()
     assert len(seen) > 500 and all(counts == expected for counts in seen)
+
+
+def test_graph_texts_embedded_once_come_from_the_vector_memo(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    import os
+
+    path = {
+        "dtype": os.environ.get("MEDKG_EMBEDDING_DTYPE", "auto"),
+        "backend": os.environ.get("MEDKG_EMBEDDING_BACKEND", "auto"),
+    }
+    texts = ["Marfan syndrome: a disorder of fibrillin", "Seizure", "Aortic root aneurysm", "Ectopia lentis"]
+    first = TextEmbedder(DEFAULT_EMBEDDING_MODEL, memo_mb=16, memo_root=tmp_path, **path)
+    kept = first.encode_memoised(texts)
+    assert np.allclose(kept, first.encode(texts), atol=1e-6)  # embedded as encode embeds them
+    assert (first.memo().hits, first.memo().misses) == (0, 4)
+
+    second = TextEmbedder(DEFAULT_EMBEDDING_MODEL, memo_mb=16, memo_root=tmp_path, **path)  # another process's
+    asked: list[list[str]] = []
+    real = second.encode
+    monkeypatch.setattr(second, "encode", lambda t: asked.append(t) or real(t))
+    again = second.encode_memoised([texts[2], "Hypotonia", texts[0]])
+    assert asked == [["Hypotonia"]]  # only the new text is embedded
+    assert np.array_equal(again[0], kept[2]) and np.array_equal(again[2], kept[0])
+    assert np.allclose(again[1], real(["Hypotonia"])[0], atol=1e-6)
+    second.encode(["What treats Marfan syndrome?"])  # a question: never kept
+    assert second.memo().get(["What treats Marfan syndrome?"]) == [None]
+
+    other = TextEmbedder(DEFAULT_EMBEDDING_MODEL, memo_mb=16, memo_root=tmp_path, dtype="float32", backend="torch")
+    if other.path != first.path:  # another path's vectors are not this one's
+        assert other.memo().path != first.memo().path and other.memo().get(texts) == [None] * 4
+    off = TextEmbedder(DEFAULT_EMBEDDING_MODEL, memo_root=tmp_path / "off", **path)
+    assert off.memo() is None and np.allclose(off.encode_memoised(texts[:1]), off.encode(texts[:1]), atol=1e-6)
+    assert not (tmp_path / "off").exists()

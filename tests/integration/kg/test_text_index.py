@@ -164,6 +164,8 @@ def test_reindex_resumes_and_drops_stale_vectors(tmp_path: Path, text_embedder) 
                 raise Interrupted
             return text_embedder.encode(texts)
 
+        encode_memoised = encode
+
     broken = TextIndex(tmp_path, FailingEmbedder())  # type: ignore[arg-type]
     try:
         broken.reindex(progress=False, page=5, batch=2, checkpoint=4)

@@ -18,6 +18,8 @@ class _SameVector:
     def encode(self, texts: list[str]) -> np.ndarray:
         return np.tile(np.array([0.5, 0.5, 0.5, 0.5], np.float32), (len(texts), 1))
 
+    encode_memoised = encode
+
 
 def _evidence() -> GraphEvidence:
     return GraphEvidence(graph=None, entity_index=SimpleNamespace(index={}), embedder=_SameVector())  # type: ignore[arg-type]
