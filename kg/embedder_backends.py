@@ -115,6 +115,21 @@ def model_key(model: Any) -> str:  # noqa: ANN401 - a SentenceTransformer
     return digest.hexdigest()[:16]
 
 
+def files_key(model_dir: Path) -> str:
+    """A hash of a model folder's files and of what exports them, read without loading the model (or
+    importing torch): what finds the graphs exported from those files (:meth:`ExportCache.found`)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        exporter = version("torch")
+    except PackageNotFoundError:
+        exporter = "none"
+    digest = hashlib.sha256(f"{EXPORT_FORMAT}\n{exporter}\n".encode())
+    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(model_dir)}:{_sha256(path)}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def model_inputs(model: Any) -> tuple[str, ...]:  # noqa: ANN401 - a SentenceTransformer
     """The tensors the model's own preprocessing gives a graph, in the graphs' order."""
     return tuple(n for n in INPUT_NAMES if n in model.preprocess(["a"]))
@@ -279,22 +294,50 @@ def _quantise(src: Path, out: Path) -> None:
         )
 
 
+def _slug(model_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name.replace("package:", "")).strip("_")[-60:]
+
+
+def _files_link(root: Path, model_name: str, files: str) -> Path:
+    return root / f"{_slug(model_name)}-files-{files}.json"
+
+
 class ExportCache:
     """The graphs of one model under ``root/<name>-<key>/``; :meth:`graph` returns a verified file,
     building (or rebuilding) it first when needed. ``built`` lists what this object had to build."""
 
     def __init__(
         self,
-        model: Any,  # noqa: ANN401 - a SentenceTransformer
+        model: Any,  # noqa: ANN401 - a SentenceTransformer (None: found by its files, can verify, not build)
         model_name: str,
         root: Path | None = None,
         calibration: list[str] | None = None,
+        files: str | None = None,
+        directory: Path | None = None,
     ) -> None:
         self.model = model
         self.calibration = calibration  # the texts int8-static calibrates its activations on
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name.replace("package:", "")).strip("_")[-60:]
-        self.directory = (root or default_cache_root()) / f"{slug}-{model_key(model)}"
+        root = root or default_cache_root()
+        self.directory = directory or root / f"{_slug(model_name)}-{model_key(model)}"
         self.built: list[str] = []
+        if files is not None and directory is None:  # the model's files name this folder from now on
+            link = _files_link(root, model_name, files)
+            if not link.exists():
+                root.mkdir(parents=True, exist_ok=True)
+                tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+                tmp.write_text(json.dumps({"directory": self.directory.name}))
+                tmp.replace(link)
+
+    @classmethod
+    def found(cls, model_name: str, files: str, root: Path | None = None) -> ExportCache | None:
+        """The cache of the model whose folder's :func:`files_key` is ``files``, where an earlier load of
+        the model named it; None where none did."""
+        root = root or default_cache_root()
+        try:
+            name = json.loads(_files_link(root, model_name, files).read_text())["directory"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return cls(None, model_name, root, directory=root / Path(str(name)).name)
 
     def path(self, graph: str) -> Path:
         return self.directory / f"{graph}{_suffix(graph)}"
@@ -327,6 +370,8 @@ class ExportCache:
             raise ExportError(f"unknown graph {graph!r}; known: {', '.join(GRAPHS)}")
         if not rebuild and self.valid(graph):
             return self.path(graph)
+        if self.model is None:
+            raise ExportError(f"graph {graph!r} is not in {self.directory}, and building it needs the model loaded")
         source, _ = GRAPHS[graph]
         src = self.graph(source) if source else None  # before the lock: flock does not nest in a process
         with self._locked():
@@ -378,6 +423,48 @@ def _suffix(graph: str) -> str:
 
 def _input_names(inputs: list[Any]) -> tuple[str, ...]:
     return tuple(i.get_any_name() if hasattr(i, "get_any_name") else i.name for i in inputs)
+
+
+class GraphTokenizer:
+    """A sentence-transformers model's own text preprocessing without sentence-transformers (or torch): its
+    ``tokenizer.json``, cut at its ``max_seq_length`` and padded to the longest text of a batch, as
+    ``model.preprocess`` does (the same ids, masks and types: tests/unit/kg/test_embedder_backends.py). Only
+    for a folder of a plain text model, a Transformer then Pooling (and Normalize), whose graph holds all but
+    the tokenizer; :meth:`of` returns None for any other."""
+
+    PLAIN = ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling")
+
+    def __init__(self, tokenizer: Any, lowercase: bool) -> None:  # noqa: ANN401 - a tokenizers.Tokenizer
+        self.tokenizer = tokenizer
+        self.lowercase = lowercase
+
+    @classmethod
+    def of(cls, model_dir: Path) -> GraphTokenizer | None:
+        try:
+            modules = [m["type"] for m in json.loads((model_dir / "modules.json").read_text())]
+            config = json.loads((model_dir / "sentence_bert_config.json").read_text())
+            special = json.loads((model_dir / "tokenizer_config.json").read_text())
+            if tuple(modules[:2]) != cls.PLAIN or modules[2:] not in ([], ["sentence_transformers.models.Normalize"]):
+                return None
+            from tokenizers import Tokenizer
+
+            tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+            pad = str(special.get("pad_token", "[PAD]"))
+            if tokenizer.token_to_id(pad) is None:
+                return None
+            tokenizer.enable_truncation(int(config["max_seq_length"]))
+            tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
+        except Exception:  # noqa: BLE001 - a folder it cannot read as a plain model: the full load instead
+            return None
+        return cls(tokenizer, bool(config.get("do_lower_case")))
+
+    def __call__(self, texts: list[str]) -> dict[str, np.ndarray]:
+        encoded = self.tokenizer.encode_batch([t.lower() for t in texts] if self.lowercase else texts)
+        return {
+            "input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64),
+        }
 
 
 class OnnxRunner:

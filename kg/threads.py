@@ -12,10 +12,11 @@ would flip it under the others).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["configure", "faiss_threads", "use_torch_threads"]
+__all__ = ["configure", "embedding_threads", "faiss_threads", "use_torch_threads"]
 
 # the counts of this process (Container sets them from the settings): FAISS's always a number (1 unless
 # configured), torch's None for torch's own default
@@ -41,6 +42,23 @@ def faiss_threads() -> Iterator[None]:
         yield
     finally:
         faiss.omp_set_num_threads(before)
+
+
+def embedding_threads() -> int:
+    """The threads an exported graph's runtime (ONNX Runtime, OpenVINO) embeds with, read without importing
+    torch: ``MEDKG_TORCH_THREADS`` where set, else torch's own default (``OMP_NUM_THREADS``, else one per
+    physical core)."""
+    if (wanted := _COUNTS["torch"]) is not None:
+        return wanted
+    if (env := os.environ.get("OMP_NUM_THREADS", "")).isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False)
+    except ImportError:
+        physical = None
+    return physical or os.cpu_count() or 1
 
 
 def use_torch_threads() -> None:

@@ -8,8 +8,6 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from spacy.language import Language
-
 from kg import threads
 from kg.differential import PhenotypeCache, PhenotypeIndex, phenotype_stamp
 from kg.embedders import TextEmbedder, build_embedder
@@ -24,6 +22,8 @@ from kg.text_index import TextIndex
 from service.data_lock import DataDirLock, WriterLock
 
 if TYPE_CHECKING:
+    from spacy.language import Language
+
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
     from ingest.radiology_reports import ReportStore

@@ -34,7 +34,7 @@ def test_token_counts_are_exact_while_other_threads_encode(text_embedder) -> Non
     in a server; the counts must be those of the text, never the encoder's cut or padding."""
     long = "Marfan syndrome is a disorder of fibrillin with aortic root dilatation and ectopia lentis. " * 40
     texts = [long, "fever", long[:300]]
-    tokenizer = text_embedder._load().tokenizer
+    tokenizer = TextEmbedder(DEFAULT_EMBEDDING_MODEL, backend="torch", dtype="float32")._load().tokenizer  # the model's
     expected = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     assert expected[0] > 512 and text_embedder.count_tokens(texts) == expected
     stop, seen = threading.Event(), []
