@@ -294,12 +294,13 @@ def _quantise(src: Path, out: Path) -> None:
         )
 
 
-def _slug(model_name: str) -> str:
+def model_slug(model_name: str) -> str:
+    """A model's name as a file name's part (the last 60 characters that are letters, digits, ._-)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", model_name.replace("package:", "")).strip("_")[-60:]
 
 
 def _files_link(root: Path, model_name: str, files: str) -> Path:
-    return root / f"{_slug(model_name)}-files-{files}.json"
+    return root / f"{model_slug(model_name)}-files-{files}.json"
 
 
 class ExportCache:
@@ -318,7 +319,7 @@ class ExportCache:
         self.model = model
         self.calibration = calibration  # the texts int8-static calibrates its activations on
         root = root or default_cache_root()
-        self.directory = directory or root / f"{_slug(model_name)}-{model_key(model)}"
+        self.directory = directory or root / f"{model_slug(model_name)}-{model_key(model)}"
         self.built: list[str] = []
         if files is not None and directory is None:  # the model's files name this folder from now on
             link = _files_link(root, model_name, files)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -123,8 +122,8 @@ class TextEmbedder:
 
     def _load(self):  # noqa: ANN202 - returns a SentenceTransformer, or None when the graph runs alone
         """Load once: where the path's exported graph is cached and the model is a plain text model in a
-        local folder, its runtime and the model's tokenizer alone (no torch, no sentence-transformers: a
-        command that embeds starts ~8 s sooner on 2 cores); else the sentence-transformers model, and the
+        local folder, its runtime and the model's tokenizer alone (no torch, no sentence-transformers:
+        `medkg similar` took 4.2 s instead of 9.6 s on 2 cores); else the sentence-transformers model, and the
         graph's runner built or verified from it."""
         with self._lock:
             if not self._loaded:
@@ -273,18 +272,17 @@ class TextEmbedder:
 
     def memo(self) -> VectorMemo | None:
         """This embedding's vector memo (None when ``memo_mb`` is 0). Its file is named by everything that
-        makes a vector: the model's weights, the path, the device and the runtime's version."""
+        makes a vector: the model's files (or a hub model's weights), the path, the device and the runtime's version."""
         if self.memo_mb <= 0:
             return None
         model, dimension = self._load(), self.dimension
         with self._lock:
             if self._memo is None:
-                from kg.embedder_backends import model_key
+                from kg.embedder_backends import model_key, model_slug
 
                 weights = self._files_key() or model_key(model)  # the folder's files, or the hub model's weights
                 made_by = f"{weights} {self.path} {self.device} {_runtime_version(self.backend)}"
-                slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.model_name.replace("package:", "")).strip("_")[-60:]
-                name = f"{slug}-{hashlib.sha256(made_by.encode()).hexdigest()[:16]}"
+                name = f"{model_slug(self.model_name)}-{hashlib.sha256(made_by.encode()).hexdigest()[:16]}"
                 self._memo = VectorMemo(name, dimension, self.memo_mb, self.memo_root)
         return self._memo
 
