@@ -303,6 +303,14 @@ def _files_link(root: Path, model_name: str, files: str) -> Path:
     return root / f"{model_slug(model_name)}-files-{files}.json"
 
 
+def _read_link(link: Path) -> str | None:
+    """The cache folder a files link names (the last full load's), or None."""
+    try:
+        return str(json.loads(link.read_text())["directory"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class ExportCache:
     """The graphs of one model under ``root/<name>-<key>/``; :meth:`graph` returns a verified file,
     building (or rebuilding) it first when needed. ``built`` lists what this object had to build."""
@@ -323,7 +331,7 @@ class ExportCache:
         self.built: list[str] = []
         if files is not None and directory is None:  # the model's files name this folder from now on
             link = _files_link(root, model_name, files)
-            if not link.exists():
+            if _read_link(link) != self.directory.name:
                 root.mkdir(parents=True, exist_ok=True)
                 tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
                 tmp.write_text(json.dumps({"directory": self.directory.name}))
@@ -334,11 +342,8 @@ class ExportCache:
         """The cache of the model whose folder's :func:`files_key` is ``files``, where an earlier load of
         the model named it; None where none did."""
         root = root or default_cache_root()
-        try:
-            name = json.loads(_files_link(root, model_name, files).read_text())["directory"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        return cls(None, model_name, root, directory=root / Path(str(name)).name)
+        name = _read_link(_files_link(root, model_name, files))
+        return None if name is None else cls(None, model_name, root, directory=root / Path(name).name)
 
     def path(self, graph: str) -> Path:
         return self.directory / f"{graph}{_suffix(graph)}"
