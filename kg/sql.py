@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 __all__ = ["IN_CHUNK", "in_chunks"]
 
 IN_CHUNK = 500  # ids per ``IN (...)``: well under SQLite's limit on bound parameters
 
+Id = TypeVar("Id", str, bytes)
 
-def in_chunks(ids: Sequence[str], size: int = IN_CHUNK) -> Iterator[tuple[list[str], str]]:
+
+def in_chunks(ids: Sequence[Id], size: int = IN_CHUNK) -> Iterator[tuple[list[Id], str]]:
     """``ids`` in chunks small enough for one ``... IN ({marks})`` each: ``(chunk, marks)`` with
     ``marks`` the chunk's ``?`` placeholders."""
     for start in range(0, len(ids), size):

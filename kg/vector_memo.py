@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kg.sql import in_chunks
+
 log = logging.getLogger(__name__)
 
 _ROW_OVERHEAD = 540  # bytes a row costs beside its vector (key, rowid, page slack): 2,072 a row at 384 floats
@@ -86,9 +88,7 @@ class VectorMemo:
         with self._lock:
             try:
                 db = self._connect()
-                for start in range(0, len(keys), 500):  # SQLite's bound-parameter limit
-                    part = keys[start : start + 500]
-                    marks = ",".join("?" * len(part))
+                for part, marks in in_chunks(keys):
                     found.update(db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part))
             except (sqlite3.Error, OSError) as exc:
                 self._failed("read it", exc)
