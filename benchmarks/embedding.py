@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.corpus import real_passages
-from kg.embedder_backends import cpu_features
 from kg.embedders import EmbeddingPath, TextEmbedder
+from kg.embedding_paths import cpu_features
 from kg.entity_index import embedding_text
 from kg.settings import load_settings
 

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from benchmarks.common import write_results
-from kg.embedder_backends import cpu_features
+from kg.embedding_paths import cpu_features
 from tests.support.live_server import MEDKG, free_port
 
 QUESTION = "What drugs treat epilepsy?"

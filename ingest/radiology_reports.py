@@ -16,9 +16,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field, field_validator
-from spacy.language import Language
 
 from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Section
@@ -31,6 +31,9 @@ from kg.model import DOCUMENT, HAS_PASSAGE, MENTIONS, PASSAGE, Entity, Relation
 from kg.negation import negated as is_negated
 from kg.sql import in_chunks
 from kg.text_index import DocumentRecord, PassageRecord, TextIndex
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 __all__ = [
     "HAS_FINDING",

@@ -35,7 +35,6 @@ __all__ = [
     "InductorRunner",
     "OnnxRunner",
     "OpenVinoRunner",
-    "cpu_features",
     "default_cache_root",
     "model_inputs",
 ]
@@ -72,27 +71,6 @@ def default_cache_root() -> Path:
     dir, as a graph depends on the model and the libraries only."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "medkg" / "embedders"
-
-
-def cpu_features() -> dict[str, Any]:
-    """The CPU's model name and the instruction sets that decide the embedding path (Linux /proc/cpuinfo)."""
-    name, flags = "unknown", set()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and name == "unknown":
-                name = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
-    return {
-        "model": name,
-        "cores": os.cpu_count(),
-        "avx2": "avx2" in flags,
-        "avx512": "avx512f" in flags,
-        "avx512_vnni": "avx512_vnni" in flags,
-        "bf16": "avx512_bf16" in flags or "amx_bf16" in flags,
-        "amx": "amx_tile" in flags,
-    }
 
 
 def _sha256(path: Path) -> str:

@@ -4,12 +4,24 @@ until a CPU is asked about), so the settings validate a configuration with :func
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-__all__ = ["BACKENDS", "PRECISIONS", "EmbedderError", "EmbeddingPath", "check_path", "resolve_dtype", "resolve_path"]
+__all__ = [
+    "BACKENDS",
+    "PRECISIONS",
+    "EmbedderError",
+    "EmbeddingPath",
+    "check_path",
+    "cpu_features",
+    "resolve_dtype",
+    "resolve_path",
+]
 
 BACKENDS = ("auto", "torch", "onnx", "openvino", "inductor")
 # The precisions each backend runs; float32 on any of them gives the same vectors to float rounding
@@ -48,19 +60,39 @@ def _accelerator_bf16(device: str) -> bool:
     return False
 
 
+def cpu_features() -> dict[str, Any]:
+    """The CPU's model name and the instruction sets that decide the embedding path (Linux /proc/cpuinfo)."""
+    name, flags = "unknown", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == "unknown":
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    return {
+        "model": name,
+        "flags": bool(flags),  # whether the flags could be read (not on macOS or Windows)
+        "cores": os.cpu_count(),
+        "avx2": "avx2" in flags,
+        "avx512": "avx512f" in flags,
+        "avx512_vnni": "avx512_vnni" in flags,
+        "bf16": "avx512_bf16" in flags or "amx_bf16" in flags,
+        "amx": "amx_tile" in flags,
+    }
+
+
 def _native_bf16() -> bool:
+    """AVX512-BF16 or AMX tiles (Intel Xeon Sapphire Rapids and later: bf16 matrix products in hardware), read
+    from /proc/cpuinfo (importing torch to ask it costs 2 s), else from torch where the flags are not there."""
+    features = cpu_features()
+    if features["flags"]:
+        return features["bf16"] or features["amx"]
     import torch
 
     supported = getattr(torch.cpu, "_is_avx512_bf16_supported", None)
-    return bool((supported and supported()) or _amx())
-
-
-def _amx() -> bool:
-    """The CPU has AMX tiles (Intel Xeon Sapphire Rapids and later): bf16 matrix products in hardware."""
-    import torch
-
     amx = getattr(torch.cpu, "_is_amx_tile_supported", None)
-    return bool(amx and amx())
+    return bool((supported and supported()) or (amx and amx()))
 
 
 @dataclass(frozen=True)

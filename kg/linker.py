@@ -12,12 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
-
-from spacy.language import Language
-from spacy.matcher import PhraseMatcher
-from spacy.tokens import Doc, Span
-from spacy.util import filter_spans
+from typing import TYPE_CHECKING, Any
 
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
@@ -25,6 +20,11 @@ from kg.lay_terms import LAY_TERMS
 from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
 from kg.unknown_names import UnknownName, UnknownNames
+
+if TYPE_CHECKING:  # spaCy is imported where a pipeline is built or a matcher compiled (kg/nlp.py says why)
+    from spacy.language import Language
+    from spacy.matcher import PhraseMatcher
+    from spacy.tokens import Doc, Span
 
 __all__ = ["Lexicon", "EntityLinker", "Mention", "QUALIFIER_CATEGORIES", "LINKER_VERSION"]
 
@@ -160,6 +160,9 @@ class Lexicon:
 
     def matcher(self, keys: Iterable[str] | None = None) -> PhraseMatcher:
         """A matcher of ``keys`` (default: every term), each matched under its own key."""
+        from spacy.matcher import PhraseMatcher
+        from spacy.tokens import Doc
+
         matcher = PhraseMatcher(self.nlp.vocab, attr="NORM")
         for key in self.names.keys() | self.synonyms.keys() if keys is None else keys:
             words = key.split(" ")
@@ -319,6 +322,9 @@ class EntityLinker:
         """``mentions`` and a question's everyday words (:mod:`kg.lay_terms`): a lay phrase wins over
         the shorter names inside it ("wear and tear arthritis" is osteoarthritis, not arthritis) and
         yields to a name it overlaps otherwise."""
+        from spacy.tokens import Span
+        from spacy.util import filter_spans
+
         matcher, ids_of = self._lay
         strings = self.nlp.vocab.strings
         for span in filter_spans([Span(doc, s, e, label=m) for m, s, e in matcher(doc)]):
@@ -368,6 +374,9 @@ class EntityLinker:
         as a word, from :func:`_capitals`) gives the sentence-case reading, matched as well: of two
         matches of one span the one as written wins, and a lone short all-caps token that is an
         ordinary word there matches only as that word."""
+        from spacy.tokens import Doc, Span
+        from spacy.util import filter_spans
+
         gaps = [t for t in doc if t.is_space and "\n" not in t.text]
         if not gaps and not capitals:
             return filter_spans([Span(doc, s, e, label=m) for m, s, e in self._matcher(doc)])

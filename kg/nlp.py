@@ -1,6 +1,8 @@
 """The text pipeline shared by ingest (passages) and query-time linking: scispacy's rule tokenizer,
 sentence boundaries, scispacy's abbreviation detector, a token normaliser the lexicon matches on,
-and a spaCy NER model's entity spans when one is configured.
+and a spaCy NER model's entity spans when one is configured. spaCy is imported by
+:func:`build_pipeline` alone: importing it (thinc imports torch with it) costs ~2 s, which commands
+that only normalise tokens or read the graph do not pay.
 """
 
 from __future__ import annotations
@@ -9,11 +11,11 @@ import threading
 import unicodedata
 import warnings
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import spacy
-from spacy.language import Language
-from spacy.tokens import Doc
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc
 
 __all__ = ["build_pipeline", "norm_token", "normalize_doc", "SentenceMode"]
 
@@ -49,12 +51,10 @@ def normalize_doc(doc: Doc) -> Doc:
     return doc
 
 
-@Language.component("medkg_norm")
 def _norm_component(doc: Doc) -> Doc:
     return normalize_doc(doc)
 
 
-@Language.component("medkg_paragraphs")
 def _paragraph_component(doc: Doc) -> Doc:
     """A line break ends a sentence (titles and abstract sections are joined by line breaks)."""
     for token in doc[1:]:
@@ -80,9 +80,18 @@ class _LockedAbbreviations:
             return self._detector(doc)
 
 
-@Language.factory("medkg_abbreviations")
 def _abbreviation_component(nlp: Language, name: str) -> _LockedAbbreviations:
     return _LockedAbbreviations(nlp, name)
+
+
+def _register_components() -> None:
+    """medkg's components in spaCy's registry (once per process; called under ``_lock``)."""
+    from spacy.language import Language
+
+    if not Language.has_factory("medkg_norm"):
+        Language.component("medkg_norm", func=_norm_component)
+        Language.component("medkg_paragraphs", func=_paragraph_component)
+        Language.factory("medkg_abbreviations", func=_abbreviation_component)
 
 
 @lru_cache(maxsize=4)
@@ -90,12 +99,14 @@ def build_pipeline(sentences: SentenceMode = "rule", ner_model: str | None = Non
     """A cached pipeline: tokenizer, sentences, abbreviations, token norms (and NER when configured).
     One pipeline serves every thread."""
     import scispacy.custom_sentence_segmenter  # noqa: F401 - registers "pysbd_sentencizer"
+    import spacy
 
     # scispacy's tokenizer regex triggers a FutureWarning in re; its abbreviation detector warns on
     # every document without a definition. Neither says anything actionable.
     warnings.filterwarnings("ignore", message="Possible set union", category=FutureWarning)
     warnings.filterwarnings("ignore", message=r"\[W036\]", category=UserWarning)
     with _lock:
+        _register_components()
         if ner_model:
             try:
                 nlp = spacy.load(ner_model, exclude=["lemmatizer", "attribute_ruler", "tagger"])

@@ -12,12 +12,14 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from rapidfuzz import fuzz, process
-from spacy.tokens import Doc
-from wordfreq import zipf_frequency
 
 from kg.nlp import norm_token
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc
 
 __all__ = ["ABSENT_ZIPF", "DRUG_STEMS", "DRUG_STEM_STARTS", "RARE_ZIPF", "UnknownName", "UnknownNames"]
 
@@ -90,7 +92,7 @@ class UnknownNames:
         """Build the word sets and load wordfreq's list now (a fraction of a second) rather than at the
         first question."""
         self._words, self._single  # noqa: B018
-        zipf_frequency("medkg", "en")
+        _zipf("medkg")
 
     def find(
         self,
@@ -137,11 +139,7 @@ class UnknownNames:
         low = word.casefold()
         for prefix in PREFIXES:
             rest = low[len(prefix) :]
-            if (
-                low.startswith(prefix)
-                and len(rest) >= 4
-                and (zipf_frequency(rest, "en") >= ABSENT_ZIPF or self._in_graph(rest))
-            ):
+            if low.startswith(prefix) and len(rest) >= 4 and (_zipf(rest) >= ABSENT_ZIPF or self._in_graph(rest)):
                 return True
         return False
 
@@ -158,9 +156,16 @@ class UnknownNames:
         return tuple((i, shown[i]) for i in ids if i in shown)
 
 
+def _zipf(word: str) -> float:
+    """``word``'s Zipf frequency in English (wordfreq, imported at first use: 0.4 s)."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(word, "en")
+
+
 def _name_like(word: str) -> bool:
     """No word of English, or a rare one built like a drug name."""
-    frequency = zipf_frequency(word, "en")
+    frequency = _zipf(word)
     low = word.casefold()
     return frequency < ABSENT_ZIPF or (
         frequency < RARE_ZIPF and (low.endswith(DRUG_STEMS) or low.startswith(DRUG_STEM_STARTS))

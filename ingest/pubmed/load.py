@@ -10,10 +10,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-from spacy.language import Language
-from spacy.tokens import Doc
 
 from ingest.batches import batched_load
 from ingest.pubmed.model import Article, Deletion
@@ -32,6 +31,10 @@ from kg.model import (
     Relation,
 )
 from kg.text_index import DocumentRecord, Embedded, PassageRecord, TextIndex
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+    from spacy.tokens import Doc
 
 __all__ = ["PubmedLoader", "PreparedArticle", "SOURCE", "MAX_EVIDENCE", "passage_records", "prepare_articles"]
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 from functools import cached_property
-
-from spacy.tokens import Doc
+from typing import TYPE_CHECKING
 
 from ingest.pubmed.model import Article
+
+if TYPE_CHECKING:
+    from spacy.tokens import Doc
 
 __all__ = ["ArticleText", "Sentence", "Passage", "article_text", "split_passages", "MAX_WORDS"]
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from kg import embedding_paths
-from kg.embedder_backends import GRAPHS, ExportCache, GraphTokenizer, cpu_features
+from kg.embedder_backends import GRAPHS, ExportCache, GraphTokenizer
 from kg.embedders import EmbedderError, EmbeddingPath, TextEmbedder, check_path, resolve_model_path, resolve_path
+from kg.embedding_paths import cpu_features
 from kg.settings import DEFAULT_EMBEDDING_MODEL, SettingsError, load_settings
 
 # real sentences of the kind medkg embeds: an abstract's passage, a question, an HPO term as the entity
