@@ -466,6 +466,23 @@ def merge_shards(
     return loader.load(records(), source=source, on_commit=on_commit), len(shards)
 
 
+def _start_local_ray(workers: int, options: dict[str, Any], attempts: int = 3) -> None:
+    """A local Ray of ``workers`` CPUs. Ray gives up when its raylet has not registered within 30 s (a fixed
+    limit), which a busy 2-core machine can exceed (it did once in CI, beside another test's load): the
+    start is tried again, up to ``attempts`` times in all."""
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(num_cpus=workers, **options)
+            return
+        except Exception as exc:  # Ray raises a bare Exception for this
+            if "timed out during startup" not in str(exc) or attempt == attempts:
+                raise
+            log.warning("Ray did not start (%s); trying again (%d of %d)", exc, attempt + 1, attempts)
+            ray.shutdown()
+
+
 @contextmanager
 def ray_session(address: str | None, workers: int) -> Iterator[dict[str, float]]:
     """Ray for the load: the cluster at ``address`` (``auto``, ``ray://host:10001``), or a local Ray of
@@ -479,7 +496,7 @@ def ray_session(address: str | None, workers: int) -> Iterator[dict[str, float]]
         if address:
             ray.init(address=address, **options)
         else:
-            ray.init(num_cpus=workers, **options)
+            _start_local_ray(workers, options)
         started = True
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # its plan and timings each run: medkg reports its own
     context = ray.data.DataContext.get_current()
