@@ -136,13 +136,13 @@ def test_a_ray_load_resumes_by_shard(request: pytest.FixtureRequest, tmp_path: P
 
         monkeypatch.setattr(distributed, "read_shard", read_shard)
         with pytest.raises(OSError, match="disk error"):  # a checkpoint every few records: shards merged before
-            ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2, checkpoint_every=2)
+            ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=1, checkpoint_every=2)
         monkeypatch.setattr(distributed, "read_shard", real_read)
-        again = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2)
+        again = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=1)
         assert again.prepared.shards == 0  # every shard was written by the first run
         assert 0 < again.merged_before < len(files) and again.merged_before + again.merged == len(files)
         resumed = snapshot(c, [])
-        third = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=2)
+        third = ingestion.load_literature_ray(c, files, "pubmed", link=True, progress=False, workers=1)
         assert third.merged_before == len(files) and third.merged == third.prepared.shards == 0
         assert not list((c.settings.data_dir / "shards").glob("*.parquet"))  # merged shards are dropped
     with fresh(request, "ladybug", tmp_path / "plain") as c:
