@@ -152,10 +152,10 @@ def test_scale_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     from benchmarks import scale
 
     shared("pubmedqa")
-    args = ["--sizes", "3000,12000", "--flat-max", "6000", "--checkpoints", "1", "--no-serve"]
+    args = ["--sizes", "2000,8000", "--flat-max", "4000", "--checkpoints", "1", "--no-serve"]
     assert scale.main([*args, "--json", "--dir", str(tmp_path / "data")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [r["passages"] for r in rows] == [3000, 12000]
+    assert [r["passages"] for r in rows] == [2000, 8000]
     assert [r["dense_kind"] for r in rows] == ["flat", "ivf"] and rows[1]["nprobe"] <= rows[1]["nlist"]
     for key in ("checkpoint_s", "checkpoint_ratio", "search_p50_ms", "search_p95_ms", "recall_at_10", "disk_mb"):
         assert all(isinstance(r[key], int | float) for r in rows), key
