@@ -3,6 +3,7 @@ paths, search passages, merge everything into one evidence bundle within a token
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -258,7 +259,9 @@ class Retriever:
     ) -> tuple[list[Candidate], list[EvidenceItem]]:
         """Diseases ranked for the question's phenotypes (those it negates, "no hypotonia", excluded);
         each candidate's evidence is the ``HAS_PHENOTYPE`` facts of its own that matched (one item per
-        fact, best match first)."""
+        fact, best match first). The items come in rounds, each candidate's best match in rank order, then
+        each one's second...: a reader of the first items, or a budget that cuts the last, meets every
+        ranked disease rather than the first one's every match."""
         assert self.phenotypes is not None
         terms, excluded = _phenotypes(linked)
         index = self.phenotypes()
@@ -273,8 +276,10 @@ class Retriever:
         missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | {*observed, *excluded}
         entities.update(self.graph.get_entities(missing - entities.keys()))
         name = {i: e.name for i, e in entities.items()}
-        items = []
+        per_disease: list[list[EvidenceItem]] = []
         for rank, c in enumerate(ranked, 1):
+            items: list[EvidenceItem] = []
+            per_disease.append(items)
             for q, term, similarity in sorted(c.matches, key=lambda m: -m[2]):
                 if similarity <= 0:
                     continue
@@ -311,7 +316,8 @@ class Retriever:
                         },
                     )
                 )
-        return ranked, items
+        rounds = itertools.zip_longest(*per_disease)
+        return ranked, [item for round_ in rounds for item in round_ if item is not None]
 
 
 def _phenotypes(linked: list[LinkedEntity]) -> tuple[list[str], list[str]]:

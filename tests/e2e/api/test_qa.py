@@ -80,6 +80,10 @@ def test_a_question_listing_phenotypes_routes_to_the_differential(client: TestCl
     assert cited["KG:OMIM:100001-HAS_PHENOTYPE-HP:0000252"]["url"].rstrip("/").endswith("/12")
     assert out["answer"].index("Microcephaly-epilepsy syndrome") < out["answer"].index("Congenital hypotonia")
     assert "differential" in out["timings_ms"]
+    # the evidence meets every ranked disease first (its best match), then each one's further matches
+    facts = [r["id"].split("-HAS_PHENOTYPE-")[0].removeprefix("KG:") for r in out["retrieved"] if r["kind"] == "kg"]
+    ranked = [d["disease"] for d in out["differential"] if d["disease"] in facts]  # those with a matched fact
+    assert len(ranked) > 1 and facts[: len(ranked)] == ranked and len(facts) > len(ranked), (ranked, facts)
     plain = _qa(client, "Which phenotypes are characteristic of Marfan syndrome?")
     assert plain["differential"] == []
     # a gene named in the question narrows the ranking to its diseases, and the answer says so
