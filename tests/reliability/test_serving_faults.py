@@ -165,7 +165,9 @@ def _faults(neo4j: Neo4jProcess, tmp_path: Path) -> None:
             o for o in down if not o.ok and not (o.status == 503 and o.retry_after)
         ][:3]
         refused = [o for o in down if o.status == 503]
-        assert len(refused) >= 3 and max(o.seconds for o in refused) < 20, refused  # the driver gives up in 10 s
+        # the driver gives up in 10 s, but its transaction retries (10 s) and a connection's timeout (10 s) can
+        # stack for a request in flight at the stop: one took 21.3 s in a clean-clone CI run on 2 busy cores
+        assert len(refused) >= 3 and max(o.seconds for o in refused) < 30, refused
         assert any(o.ok and o.path == "/v1/search" for o in down)  # the lexical index needs no graph
         after = traffic.of(b.url, since=back_at + 5)
         assert after and all(o.ok for o in after), [o for o in after if not o.ok][:3]
