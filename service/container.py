@@ -9,25 +9,26 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kg import threads
-from kg.differential import PhenotypeCache, PhenotypeIndex, phenotype_stamp
-from kg.embedders import TextEmbedder, build_embedder
-from kg.entity_index import EntityIndex
 from kg.errors import NotConfigured
 from kg.graph import BaseGraphStore, build_graph_store
-from kg.linker import EntityLinker, Lexicon
-from kg.name_index import NameIndex
-from kg.nlp import build_pipeline
 from kg.settings import Settings, load_settings
-from kg.text_index import TextIndex
 from service.data_lock import DataDirLock, WriterLock
 
+# The indexes, models and linker are imported by the properties that build them: a command that reads the
+# graph alone (`medkg stats`, `entity`, `paths`) does not load FAISS, bm25s/SciPy or spaCy.
 if TYPE_CHECKING:
     from spacy.language import Language
 
     from ingest.llm_extract import MergeResult
     from ingest.pubmed.entrez import EntrezClient
     from ingest.radiology_reports import ReportStore
+    from kg.differential import PhenotypeCache, PhenotypeIndex
+    from kg.embedders import TextEmbedder
+    from kg.entity_index import EntityIndex
+    from kg.linker import EntityLinker
+    from kg.name_index import NameIndex
     from kg.retrieval.retriever import Retriever
+    from kg.text_index import TextIndex
     from multimodal.deid import Pseudonymizer
     from multimodal.encoders import ImageEncoder
     from multimodal.image_index import ImageIndex
@@ -106,20 +107,28 @@ class Container:
 
     @cached_property
     def text_embedder(self) -> TextEmbedder:
+        from kg.embedders import build_embedder
+
         return build_embedder(self.settings)
 
     @cached_property
     def entity_index(self) -> EntityIndex:
+        from kg.entity_index import EntityIndex
+
         self._use_data_dir()
         return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder, read_only=self.read_only)
 
     @cached_property
     def text_index(self) -> TextIndex:
+        from kg.text_index import TextIndex
+
         self._use_data_dir()
         return TextIndex(self.settings.data_dir / "indexes", self.text_embedder, read_only=self.read_only)
 
     @cached_property
     def nlp(self) -> Language:
+        from kg.nlp import build_pipeline
+
         return build_pipeline(self.settings.sentence_splitter, self.settings.ner_model)
 
     @cached_property
@@ -128,6 +137,8 @@ class Container:
         return self._linker()
 
     def _linker(self, exclude_sources: tuple[str, ...] = ()) -> EntityLinker:
+        from kg.linker import EntityLinker, Lexicon
+
         return EntityLinker(
             self.nlp,
             Lexicon.build(self.graph, self.nlp, exclude_sources=exclude_sources),
@@ -148,6 +159,8 @@ class Container:
     @cached_property
     def name_index(self) -> NameIndex:
         """Name and synonym completion (the web page's autocomplete), from one scan of the graph."""
+        from kg.name_index import NameIndex
+
         return NameIndex.from_graph(self.graph)
 
     @cached_property
@@ -171,6 +184,8 @@ class Container:
         return self._phenotype_cache.load()
 
     def _build_phenotype_index(self) -> PhenotypeIndex:
+        from kg.differential import PhenotypeIndex
+
         index = PhenotypeIndex.from_graph(self.graph)
         if index.terms:
             embedded = index.embed_terms(self.graph, self.entity_index)
@@ -181,6 +196,8 @@ class Container:
     @property
     def _phenotype_cache(self) -> PhenotypeCache:
         """The phenotype index's cache in the data dir, stamped with the graph's counts and the embedder."""
+        from kg.differential import PhenotypeCache, phenotype_stamp
+
         return PhenotypeCache(
             self.settings.data_dir / "indexes" / "phenotypes.pkl",
             lambda: phenotype_stamp(self.graph.stats(), self.text_embedder.signature),

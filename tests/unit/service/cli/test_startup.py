@@ -53,21 +53,24 @@ def test_a_command_that_embeds_says_which_path_it_loads(tmp_path) -> None:  # no
 
 
 def test_reading_the_graph_and_choosing_the_embedding_path_import_no_model_library(tmp_path) -> None:  # noqa: ANN001
-    """`medkg stats`, `entity`, `paths` and the like read the graph alone: neither spaCy (thinc imports torch
-    with it, ~2 s) nor torch is imported by the container, the linker's module or the CPU check."""
+    """`medkg stats`, `entity`, `paths` and the like read the graph alone: the container reading the graph
+    loads no index library (FAISS, bm25s) and no spaCy; neither spaCy (thinc imports torch with it, ~2 s)
+    nor torch is imported by the linker's module, the loaders' or the CPU check."""
+    indexes = ["kg.text_index", "kg.entity_index", "faiss", "bm25s", "kg.linker", "kg.differential"]
     probe = (
         "import json, sys; from pathlib import Path; from kg.settings import load_settings; "
-        "from service.container import Container; import kg.linker, ingest.pubmed.load, ingest.radiology_reports; "
-        "from kg.embedding_paths import resolve_path; "
+        "from service.container import Container; "
         f"c = Container(load_settings(data_dir=Path({str(tmp_path / 'data')!r}))); c.graph.stats(); "
-        "path = resolve_path('auto', 'auto'); c.close(); "
-        f"print(json.dumps([path.backend, sorted(m for m in {list(HEAVY[:-1])!r} if m in sys.modules)]))"
+        f"early = sorted(m for m in {[*indexes, *HEAVY[:-1]]!r} if m in sys.modules); "
+        "import kg.linker, ingest.pubmed.load, ingest.radiology_reports; "
+        "from kg.embedding_paths import resolve_path; path = resolve_path('auto', 'auto'); c.close(); "
+        f"print(json.dumps([path.backend, early, sorted(m for m in {list(HEAVY[:-1])!r} if m in sys.modules)]))"
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    backend, imported = json.loads(r.stdout.strip().splitlines()[-1])
-    assert backend in ("onnx", "openvino", "torch") and imported == []
+    backend, early, imported = json.loads(r.stdout.strip().splitlines()[-1])
+    assert backend in ("onnx", "openvino", "torch") and early == [] and imported == []
 
 
 def test_the_cpu_check_reads_what_torch_reads() -> None:
