@@ -20,13 +20,12 @@ from pathlib import Path
 
 from benchmarks.common import write_results
 from benchmarks.ingest_pubmed import DEFAULT_SOURCE, source_files, write_copies
+from kg.embedding_paths import cpu_features
 
 
 def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
+    model = cpu_features()["model"]
+    return model if model != "unknown" else platform.processor() or "unknown CPU"
 
 
 def _abstracts(paths: list[Path]) -> int:

@@ -26,6 +26,7 @@ import numpy as np
 
 from benchmarks.corpus import questions, real_passages, scaled
 from kg.embedders import build_embedder
+from kg.embedding_paths import cpu_features
 from kg.settings import load_settings
 from kg.text_index import PassageRecord, TextIndex
 from kg.vector_index import DEFAULT_FLAT_MAX
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     embedder = CopiedEmbedder(build_embedder(settings), [t for _, t in real_passages()], asked)
     query_vectors = embedder.encode(asked)
     index = TextIndex(data / "indexes", embedder, flat_max=args.flat_max)  # type: ignore[arg-type]
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line), "?")
+    cpu = cpu_features()["model"]
     print(f"CPU: {cpu}, {os.cpu_count()} cores; data dir {data}", flush=True)
     first: dict[str, float] | None = None
     done = 0
