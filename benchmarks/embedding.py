@@ -85,9 +85,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--cache", type=Path, help="Where the graphs are exported (default: a temp dir).")
     parser.add_argument("--json", action="store_true", help="The summary as one JSON object on the last line.")
+    parser.add_argument(
+        "--paths",
+        type=lambda v: [p.strip() for p in v.split(",") if p.strip()],
+        help="Only these paths beside the baseline, as BACKEND:GRAPH, comma-separated (e.g. onnx:O3,openvino:float32).",
+    )
     args = parser.parse_args(argv)
 
     features = cpu_features()
+    candidates = _candidates(features)
+    if args.paths:
+        known = {f"{p.backend}:{p.graph}": p for p in candidates}
+        if unknown := [p for p in args.paths if p not in known]:
+            parser.error(f"no path {', '.join(unknown)} on this CPU; the paths: {', '.join(known)}")
+        candidates = [known[p] for p in args.paths]
     print(
         f"CPU: {features['model']}, {features['cores']} cores; "
         + ", ".join(f"{k}={v}" for k, v in features.items() if k not in ("model", "cores")),
@@ -130,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             "min_cosine": 1.0,
         }
     ]
-    for path in _candidates(features):
+    for path in candidates:
         try:
             candidate = embedder(path)
             started = time.perf_counter()
