@@ -3,6 +3,8 @@ Values always travel as parameters; the only text assembled from pieces is a cho
 (direction arrows, optional filters) and the integer path length, which Ladybug's grammar wants as a literal.
 """
 
+from kg.graph.rows import BRIEF_ENTITY_COLUMNS
+
 # Edges of a list of nodes: the UNWIND form has a large fixed cost (150 ms directed, 300 ms undirected), the
 # IN form ~0.2 ms per id (9 ids: 12 ms against 620 ms; ladybug 0.22, 50k entities / 200k relations). So edge
 # queries exist in both forms and by_ids picks IN below this many ids.
@@ -128,6 +130,7 @@ EXPAND = f"""
 WHERE {{ids_where}}{{filters}}
 RETURN a.id, {R}, {B} ORDER BY a.id, r.type, b.id, r.key, r.valid_from LIMIT $limit
 """
+EXPAND_BRIEF = EXPAND.replace(B, _project("b", BRIEF_ENTITY_COLUMNS))
 CURRENT_FILTER = "r.valid_to IS NULL"
 ASSERTED_FILTER = "r.negated = false"
 TYPE_FILTER = "list_contains($types, r.type)"

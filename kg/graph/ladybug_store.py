@@ -17,7 +17,7 @@ import pyarrow as pa
 import kg.graph.ladybug_cypher as q
 from kg.graph.base import BaseGraphStore
 from kg.graph.errors import TRANSACTION_ABORTED, GraphStoreError, GraphStoreLocked, GraphStoreUnavailable
-from kg.graph.rows import key_rows
+from kg.graph.rows import BRIEF_ENTITY_COLUMNS, key_rows
 from kg.model import Direction
 
 __all__ = ["LadybugGraphStore"]
@@ -248,16 +248,17 @@ class LadybugGraphStore(BaseGraphStore):
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
-    def _expand_query(self, n_ids: int, direction: Direction, filters: str) -> str:
+    def _expand_query(self, n_ids: int, direction: Direction, filters: str, brief: bool = False) -> str:
         left, right = q.DIRECTIONS[direction]
-        return q.by_ids(q.EXPAND, n_ids, "a", left=left, right=right, filters=filters)
+        template = q.EXPAND_BRIEF if brief else q.EXPAND
+        return q.by_ids(template, n_ids, "a", left=left, right=right, filters=filters)
 
-    def _expand_row(self, row: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    def _expand_row(self, row: list[Any], brief: bool = False) -> tuple[str, dict[str, Any], dict[str, Any]]:
         n = len(q.RELATION_COLUMNS)
         return (
             row[0],
             dict(zip(q.RELATION_COLUMNS, row[1 : 1 + n], strict=True)),
-            dict(zip(q.ENTITY_COLUMNS, row[1 + n :], strict=True)),
+            dict(zip(BRIEF_ENTITY_COLUMNS if brief else q.ENTITY_COLUMNS, row[1 + n :], strict=True)),
         )
 
     def _path_candidates(

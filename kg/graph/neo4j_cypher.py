@@ -3,6 +3,8 @@ and matched through the dynamic ``$(...)`` syntax, so even types travel as param
 assembled from pieces is a choice of fixed fragments and the integer path length, which Cypher wants as a literal.
 """
 
+from kg.graph.rows import BRIEF_ENTITY_COLUMNS
+
 SCHEMA = [
     "CREATE CONSTRAINT medkg_entity_id IF NOT EXISTS FOR (e:Entity) REQUIRE e.id IS UNIQUE",
     "CREATE INDEX medkg_entity_name_key IF NOT EXISTS FOR (e:Entity) ON (e.name_key)",
@@ -92,6 +94,7 @@ WHERE {filters}
 RETURN a.id AS from_id, r {{.*, type: type(r), subject: startNode(r).id, object: endNode(r).id}} AS rel, b {{.*}} AS nb
 ORDER BY from_id, rel.type, nb.id, rel.key, rel.valid_from LIMIT $limit
 """
+EXPAND_BRIEF = EXPAND.replace("b {{.*}} AS nb", "b {{" + ", ".join(f".{c}" for c in BRIEF_ENTITY_COLUMNS) + "}} AS nb")
 CURRENT_FILTER = "r.valid_to IS NULL"
 TYPE_FILTER = "type(r) IN $types"
 TRUE_FILTER = "true"

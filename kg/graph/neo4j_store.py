@@ -213,11 +213,11 @@ class Neo4jGraphStore(BaseGraphStore):
         return int(rows[0][0]) if rows else 0
 
     # ---- traversal ---------------------------------------------------------------------------
-    def _expand_query(self, n_ids: int, direction: Direction, filters: str) -> str:
+    def _expand_query(self, n_ids: int, direction: Direction, filters: str, brief: bool = False) -> str:
         left, right = q.DIRECTIONS[direction]
-        return q.EXPAND.format(left=left, right=right, filters=filters)
+        return (q.EXPAND_BRIEF if brief else q.EXPAND).format(left=left, right=right, filters=filters)
 
-    def _expand_row(self, row: list[Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    def _expand_row(self, row: list[Any], brief: bool = False) -> tuple[str, dict[str, Any], dict[str, Any]]:
         return row[0], row[1], row[2]
 
     def _path_candidates(

@@ -9,7 +9,19 @@ from typing import Any
 
 from kg.model import Entity, Relation, format_time, name_key
 
-__all__ = ["entity_to_row", "key_rows", "relation_to_row", "row_to_entity", "row_to_relation", "same_statement"]
+__all__ = [
+    "BRIEF_ENTITY_COLUMNS",
+    "entity_to_row",
+    "key_rows",
+    "relation_to_row",
+    "row_to_entity",
+    "row_to_relation",
+    "same_statement",
+]
+
+# A neighbour's columns in the bulk edge reads (``BaseGraphStore.edge_rows``): what analytics of many edges
+# need of the entity at the other end, without its text.
+BRIEF_ENTITY_COLUMNS = ("id", "name", "category")
 
 
 def entity_to_row(entity: Entity, now: str) -> dict[str, Any]:

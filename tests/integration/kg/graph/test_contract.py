@@ -3,6 +3,7 @@ with the same inputs and the same expected answers."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -282,6 +283,29 @@ def test_neighbours_filter_by_type_and_direction(store: BaseGraphStore) -> None:
     assert store.neighbours("HP:404") == []
     with pytest.raises(ValueError):
         store.neighbours("OMIM:154700", direction="sideways")  # type: ignore[arg-type]
+
+
+def test_edge_rows_read_many_nodes_with_brief_neighbours(store: BaseGraphStore) -> None:
+    """The bulk read of the phenotype index: every current edge of each id, the whole relation row and the
+    neighbour's id, name and category only; the same whatever the ids a query."""
+    load(store)
+    diseases = ["OMIM:154700", "DOID:14323", "ORPHA:558", "HP:404"]
+    rows = list(store.edge_rows(diseases, ["HAS_PHENOTYPE", "SAME_AS"]))
+    assert [(a, r["type"], n["id"]) for a, r, n in rows] == [
+        ("DOID:14323", "SAME_AS", "OMIM:154700"),
+        ("OMIM:154700", "HAS_PHENOTYPE", "HP:0001083"),
+        ("OMIM:154700", "HAS_PHENOTYPE", "HP:0001166"),
+        ("ORPHA:558", "SAME_AS", "OMIM:154700"),
+    ]
+    assert rows[2][2] == {"id": "HP:0001166", "name": "Arachnodactyly", "category": "Phenotype"}
+    evidence = rows[2][1]["evidence"]
+    assert (json.loads(evidence) if isinstance(evidence, str) else evidence) == GRAPH_RELATIONS[3].evidence
+    assert rows[2][1]["source"] == "hpo:2025-01-16" and rows[2][1]["negated"] is False
+    assert list(store.edge_rows(diseases, ["HAS_PHENOTYPE", "SAME_AS"], chunk=1)) == rows
+    genes = list(store.edge_rows(["OMIM:154700"], ["ASSOCIATED_WITH"], direction="in"))
+    assert [(a, n) for a, _, n in genes] == [
+        ("OMIM:154700", {"id": "NCBIGene:2200", "name": "FBN1", "category": "Gene"})
+    ]
 
 
 def test_neighbourhood_two_hops(store: BaseGraphStore) -> None:
