@@ -174,12 +174,17 @@ def test_embedding_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path:
     args = ["--passages", "8", "--entities", "8", "--calibration", "8", "--repeats", "1", "--cache", str(tmp_path)]
     chosen = ["--paths", "onnx:O3,onnx:O2-int8,onnx:int8-static,openvino:float32"]
     assert embedding.main([*args, *chosen, "--json"]) == 0
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    out = capsys.readouterr().out
+    summary = json.loads(out.strip().splitlines()[-1])
     for key in ("speedup", "mean_cosine", "min_cosine", "backend", "cpu"):
         assert key in summary, key
     assert summary["mean_cosine"] >= 0.99 and summary["min_cosine"] >= 0.97 and summary["speedup"] > 0
     paths = {row["path"]: row for row in summary["paths"]}
-    assert len(paths) == 5 and paths["torch float32"]["speedup"] == 1.0
+    assert paths["torch float32"]["speedup"] == 1.0
+    onnx = ["onnx float32 (O3 graph)", "onnx int8 (O2-int8 graph)", "onnx int8 (int8-static graph)"]
+    assert set(paths) - {"torch float32"} <= {*onnx, "openvino float32 (float32 graph)"} and set(onnx) <= set(paths)
+    # OpenVINO is an extra (`pip install medkg[openvino]`): where it is not installed the path says so
+    assert "openvino float32 (float32 graph)" in paths or "openvino float32 (float32 graph): cannot run here" in out
     assert paths["onnx float32 (O3 graph)"]["min_cosine"] > 0.9999
 
 
