@@ -111,8 +111,9 @@ def shared(*parts: str) -> Path:
 
 # The files that take longest (minutes each in CI, `--durations`), run first: pytest-xdist's `--dist loadfile`
 # hands files to the workers in collection order, so a long file collected last kept one worker busy while
-# the other had nothing left (5 worker-minutes idle of 65 in the clean-clone run of 2026-12-06). Two Ray files
-# are kept apart, as two local Ray clusters starting at once on 2 cores time out.
+# the other had nothing left (5 worker-minutes idle of 65 in the clean-clone run of 2026-12-06). The two Ray
+# files are far apart in the list, so that they rarely run at once (a local Ray start timed out once beside
+# another heavy test: ingest/pubmed/distributed.py retries it).
 LONGEST_FIRST = (
     "tests/e2e/cli/test_ingest.py",
     "tests/integration/ingest/pubmed/test_distributed.py",
