@@ -382,3 +382,45 @@ def test_a_question_names_unknown_words_and_keeps_misspellings_linked_by_meaning
     mentions, unknown = linker.read_question("What is the dose of zorblaxitol for type 2 diabetes mellitus?")
     assert [m.ids for m in mentions] == [("DOID:9352",)]
     assert [(u.text, u.suggestions) for u in unknown] == [("zorblaxitol", ())]
+
+
+def test_the_term_matcher_finds_what_spacys_phrase_matcher_finds(tmp_path: Path) -> None:
+    """:class:`kg.linker.TermMatcher` against spaCy's PhraseMatcher on the NORM attribute (what linked text
+    until 2026-12-06): HPO's names and synonyms over the shared abstracts, as written and in capitals,
+    every match the same, overlapping ones and terms that are prefixes of others included."""
+    from spacy.matcher import PhraseMatcher
+    from spacy.tokens import Doc
+
+    from ingest.pubmed.readers import expand_paths, iter_records
+    from kg.graph.ladybug_store import LadybugGraphStore
+    from tests.conftest import shared
+    from tests.integration.ingest.pubmed.test_load import hpo_terms
+
+    files = expand_paths([shared("pubmed_xml", "ncbiutils"), shared("pubmed_xml", "user_exports")])
+    nlp = build_pipeline()
+    store = LadybugGraphStore(tmp_path / "graph.lbug", buffer_pool_mb=256, max_db_size_gb=4)
+    store.upsert_entities(hpo_terms())
+    lexicon = Lexicon.build(store, nlp)
+    keys = lexicon.names.keys() | lexicon.synonyms.keys()
+    assert len(keys) > 30_000
+    reference = PhraseMatcher(nlp.vocab, attr="NORM")
+    for key in keys:
+        pattern = Doc(nlp.vocab, words=key.split(" "))
+        for token in pattern:
+            token.norm_ = token.text
+        reference.add(key, [pattern])
+    matcher = lexicon.matcher()
+    assert len(matcher) == len(keys)
+    texts = [f"{r.title}\n{r.abstract}" for r in iter_records(files) if getattr(r, "abstract", None)]
+    texts += [t.upper() for t in texts[:40]]
+    strings = nlp.vocab.strings
+    matches = overlapping = 0
+    for doc in nlp.pipe(texts):
+        expected = sorted((strings[m], s, e) for m, s, e in reference(doc))
+        got = sorted(matcher.find([t.norm_ for t in doc]))
+        assert got == expected, doc.text[:200]
+        matches += len(got)
+        spans = sorted((s, e) for _, s, e in got)
+        overlapping += sum(1 for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1])
+    assert len(texts) > 400 and matches > 2500 and overlapping > 100
+    store.close()
