@@ -22,7 +22,9 @@ for p in "${pids[@]}"; do wait "$p" || { echo "test: Neo4j did not start"; exit 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 parallel=()
-[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile)
+# whole files to a worker, in collection order (tests/conftest.py puts the longest first): without
+# --no-loadscope-reorder pytest-xdist hands out the files with the most tests first instead
+[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 # the workers (and the servers and CLIs they start) share the machine's cores: each runs OpenMP (torch,
 # FAISS, compiled kernels) on one thread, as threads beyond the cores spin against each other (with two
 # per worker on 2 cores the suite took 33 min instead of 24)

@@ -109,9 +109,11 @@ def shared(*parts: str) -> Path:
     return path
 
 
-# The files that take longest (minutes each in CI, `--durations`), run first: pytest-xdist's `--dist loadfile`
-# hands files to the workers in collection order, so a long file collected last kept one worker busy while
-# the other had nothing left (5 worker-minutes idle of 65 in the clean-clone run of 2026-12-06). The two Ray
+# The files that take longest (minutes each in CI, `--durations`), run first: with `--dist loadfile
+# --no-loadscope-reorder` (.ci/test.sh) pytest-xdist hands files to the workers in collection order, so a
+# long file collected last would keep one worker busy while the other had nothing left. (Without that flag
+# xdist hands out the files with the most tests first, whatever this order: until 2026-12-06 the demo's file
+# started 12 min into a run of 3 workers, schemathesis 25 min into it.) The two Ray
 # files are far apart in the list, so that they rarely run at once (a local Ray start timed out once beside
 # another heavy test: ingest/pubmed/distributed.py retries it).
 LONGEST_FIRST = (
