@@ -1,6 +1,6 @@
 """The Ray Data pipeline (``medkg ingest pubmed --ray``) against the one-process loader, on the real
-shared PubMed files and a local Ray of 2 workers: the same graph, passages, mentions and search
-rankings on both backends; resumable by shard."""
+shared PubMed files (every source; the two largest exports left to test_load.py) and a local Ray of 2
+workers: the same graph, passages, mentions and search rankings on both backends; resumable by shard."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ from tests.integration.ingest.pubmed.test_load import hpo_terms
 from tests.support.qa_store import ENTITIES
 
 pytestmark = pytest.mark.slow
+
+# The two largest exports (335 of the shared files' 475 articles) are left to test_load.py, which loads every
+# file: what is compared here is two pipelines, on every source's files and one export of 93 articles.
+LARGEST = {"qi29_pubmed_result.xml", "solitude6060_pubmed_result.xml"}
 
 
 @contextmanager
@@ -92,12 +96,12 @@ def test_a_ray_load_equals_a_one_process_load_on_both_backends(request: pytest.F
     in float32: in bfloat16 a
     vector depends a little on the batch it was computed in, and one in 50 rankings swapped two
     neighbours at ranks 9 and 10.)"""
-    files = [p for p in expand_paths([shared("pubmed_xml")]) if p.suffix == ".xml"]
+    files = [p for p in expand_paths([shared("pubmed_xml")]) if p.suffix == ".xml" and p.name not in LARGEST]
     with fresh(request, "ladybug", tmp_path / "plain") as c:
         plain = ingestion.load_literature(c, iter_records(files), "pubmed", link=True, extract=False, progress=False)
         queries = queries_from(c)
         expected = snapshot(c, queries)
-    assert plain.summary.read["mentions"] > 800 and len(queries) == 50
+    assert plain.summary.read["mentions"] > 600 and len(queries) == 50
 
     backends = ["ladybug"] + (["neo4j"] if neo4j_settings() or os.environ.get("CI") == "true" else [])
     shards = tmp_path / "shards"
@@ -109,7 +113,8 @@ def test_a_ray_load_equals_a_one_process_load_on_both_backends(request: pytest.F
             assert loaded.prepared.shards == (len(files) if backend == "ladybug" else 0)
             assert loaded.merged == len(files) and loaded.merged_before == 0
             read = loaded.summary.read
-            assert read["passage vectors made by the workers"] == read["passages embedded"] > 900  # none made here
+            # every vector made by the workers, none here
+            assert read["passage vectors made by the workers"] == read["passages embedded"] > 300, read
             for what in ("articles read", "passages", "mentions"):
                 assert read[what] == plain.summary.read[what], (backend, what)
             assert [str(p) for p in loaded.summary.problems] == [str(p) for p in plain.summary.problems]
