@@ -282,7 +282,8 @@ def _gene_items(path: Path, source: str) -> Iterator[Item]:
                 yield Problem(file=str(path), line=lineno, message=str(exc))
                 continue
             yield ("gene-phenotype lines", 1)
-            genes.setdefault(gene, symbol.strip())
+            symbol = symbol.strip()
+            genes.setdefault(gene, "" if symbol == "-" else symbol)  # "-": no symbol, as in the other columns
             fields = gene_pheno[(gene, term)]
             if disease:
                 fields["diseases"].add(disease)

@@ -308,7 +308,8 @@ def test_an_undated_release_is_never_newer_than_a_dated_one(store: BaseGraphStor
 
 
 def test_a_gene_with_a_blank_symbol_is_named_by_its_id(store: BaseGraphStore, tmp_path: Path) -> None:
-    """genes_to_phenotype.txt with a white-space symbol: the load goes on, the gene is named by its id."""
+    """genes_to_phenotype.txt with a white-space symbol or HPO's "-" (none; NCBIGene:7467 in the 2025-01-16
+    release): the load goes on, the gene is named by its id."""
     folder = tmp_path / "hpo"
     folder.mkdir()
     (folder / "hp.obo").write_text(HPO_OBO.format(v="2024-01-01"))
@@ -317,11 +318,13 @@ def test_a_gene_with_a_blank_symbol_is_named_by_its_id(store: BaseGraphStore, tm
     (folder / "genes_to_phenotype.txt").write_text(
         "ncbi_gene_id\tgene_symbol\thpo_id\thpo_name\tfrequency\tdisease_id\n"
         "7454\t \tHP:0001250\tSeizure\t-\tOMIM:100000\n"
+        "7467\t-\tHP:0001250\tSeizure\t-\tOMIM:100000\n"
         "4313\tMMP2\tHP:0001250\tSeizure\t-\tOMIM:100000\n"
     )
     report = ingest(store, hpo_items(folder), "hpo", progress=False, link=False)
-    assert report.problem_count == 0 and report.read["genes without a symbol (named by their id)"] == 1
+    assert report.problem_count == 0 and report.read["genes without a symbol (named by their id)"] == 2
     assert store.get_entity("NCBIGene:7454").name == "NCBIGene:7454"
+    assert store.get_entity("NCBIGene:7467").name == "NCBIGene:7467"
     assert store.get_entity("NCBIGene:4313").name == "MMP2"
     assert current(store, "NCBIGene:7454") == {
         ("ASSOCIATED_WITH", "HP:0001250", "hpo:2024-01-01"),
