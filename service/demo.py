@@ -188,12 +188,18 @@ def _show(c: Container, embed: bool) -> Iterator[Event]:
             yield Note(f"  {hit.id} {hit.title or ''} ({hit.year or 'n.d.'})")
             yield Note(f"    {hit.text[:160]}...")
             yield Note(f"    mentions: {linked}")
-    index = c.phenotype_index
+    # Without embedding the ranking has no term vectors: the likelihood ratio and Resnik views alone, from an
+    # index built here and not cached (the served differential builds its own, with them). Embedding HPO's
+    # 19,393 terms for the embedding view alone took 140 s of a `--no-embed` demo (AMD EPYC, 2 cores).
+    from kg.differential import PhenotypeIndex
+
+    index = c.phenotype_index if embed else PhenotypeIndex.from_graph(g)
     if index.diseases:
         case = ["HP:0001250", "HP:0000252", "HP:0001252"]  # seizure, microcephaly, hypotonia
         names = g.get_entities(case)
         shown = ", ".join(names[t].name for t in case if t in names)
-        yield Note(f"for {shown} (OMIM, top 5):", label="\ndifferential diagnosis")
+        views = "" if embed else ", likelihood ratio and Resnik views: no term vectors without embedding"
+        yield Note(f"for {shown} (OMIM, top 5{views}):", label="\ndifferential diagnosis")
         ranked = index.rank(case, top_k=5, prefixes=["OMIM"])
         diseases = g.get_entities(r.disease for r in ranked)
         for r in ranked:

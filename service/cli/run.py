@@ -17,7 +17,14 @@ if TYPE_CHECKING:  # imported by the commands that run, so `medkg --help` stays 
 
 def demo(
     shared_data: Annotated[Path | None, typer.Option(help="The shared data folder (default: ../shared/data).")] = None,
-    embed: Annotated[bool, typer.Option("--embed/--no-embed", help="Build the entity vector index.")] = True,
+    embed: Annotated[
+        bool,
+        typer.Option(
+            "--embed/--no-embed",
+            help="Embed: the entity index, abstracts, reports, images (without: the graph alone, and the "
+            "differential shown without its embedding view).",
+        ),
+    ] = True,
     progress: Annotated[bool, typer.Option("--progress/--no-progress")] = True,
     serve_after: Annotated[
         bool, typer.Option("--serve/--no-serve", help="Serve the API as soon as the graph is loaded.")
