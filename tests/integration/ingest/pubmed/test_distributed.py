@@ -93,9 +93,8 @@ def queries_from(c: Container) -> list[str]:
 def test_a_ray_load_equals_a_one_process_load_on_both_backends(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Today's loader on the embedded store, then the Ray pipeline (its shards prepared once, merged into
     each backend): the same graph, passages, mentions, co-mentions and top 10 of 50 searches. (Embedding
-    in float32: in bfloat16 a
-    vector depends a little on the batch it was computed in, and one in 50 rankings swapped two
-    neighbours at ranks 9 and 10.)"""
+    in float32: in bfloat16 a vector depends a little on the batch it was computed in, and one in 50
+    rankings swapped two neighbours at ranks 9 and 10.)"""
     files = [p for p in expand_paths([shared("pubmed_xml")]) if p.suffix == ".xml" and p.name not in LARGEST]
     with fresh(request, "ladybug", tmp_path / "plain") as c:
         plain = ingestion.load_literature(c, iter_records(files), "pubmed", link=True, extract=False, progress=False)
