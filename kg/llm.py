@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
-
 __all__ = [
     "ChatClient",
     "Completion",
@@ -133,6 +131,8 @@ class ChatClient:
     def __init__(
         self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 60.0, max_retries: int = 2
     ) -> None:
+        import openai  # here: 0.6 s to import, which commands that call no LLM do not pay
+
         self.model = model
         self.timeout_s = timeout_s
         self.max_retries = max_retries
@@ -146,6 +146,8 @@ class ChatClient:
     ) -> Any:
         """The server's completion (with ``stream``, its chunks); ``response_format`` None asks for none.
         Failures are LLMError."""
+        import openai
+
         try:
             return self.client.chat.completions.create(
                 model=self.model,
@@ -181,6 +183,8 @@ class ChatClient:
 
     def stream(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None) -> Iterator[str]:
         """The reply's text in pieces as the model writes it. Failures are LLMError."""
+        import openai
+
         chunks = self.create(messages, response_format, stream=True)
         try:
             for chunk in chunks:

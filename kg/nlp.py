@@ -1,12 +1,13 @@
 """The text pipeline shared by ingest (passages) and query-time linking: scispacy's rule tokenizer,
 sentence boundaries, scispacy's abbreviation detector, a token normaliser the lexicon matches on,
 and a spaCy NER model's entity spans when one is configured. spaCy is imported by
-:func:`build_pipeline` alone: importing it (thinc imports torch with it) costs ~2 s, which commands
-that only normalise tokens or read the graph do not pay.
+:func:`build_pipeline` alone (~1 s), which commands that only normalise tokens or read the graph do not
+pay, and without torch unless an NER model is configured (:func:`_import_spacy`).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import unicodedata
 import warnings
@@ -94,11 +95,29 @@ def _register_components() -> None:
         Language.factory("medkg_abbreviations", func=_abbreviation_component)
 
 
+def _import_spacy(with_torch: bool) -> None:
+    """Import spaCy (and scispacy's sentence segmenter, which registers "pysbd_sentencizer"). thinc, spaCy's
+    machine-learning layer, imports torch whenever it is installed: 3 s of every process that splits
+    sentences (2-core AMD EPYC), for thinc's torch models that medkg's rule pipeline never runs, while the
+    embedders run without torch on their ONNX path. Unless ``with_torch`` (a configured NER model may be a
+    transformer) or torch is in already, thinc is imported seeing no torch (``has_torch`` False); torch
+    stays importable for whatever else needs it."""
+    hide = not with_torch and "torch" not in sys.modules and "thinc" not in sys.modules
+    if hide:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    try:
+        import scispacy.custom_sentence_segmenter  # noqa: F401
+        import spacy  # noqa: F401
+    finally:
+        if hide and sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+
+
 @lru_cache(maxsize=4)
 def build_pipeline(sentences: SentenceMode = "rule", ner_model: str | None = None) -> Language:
     """A cached pipeline: tokenizer, sentences, abbreviations, token norms (and NER when configured).
     One pipeline serves every thread."""
-    import scispacy.custom_sentence_segmenter  # noqa: F401 - registers "pysbd_sentencizer"
+    _import_spacy(with_torch=bool(ner_model))
     import spacy
 
     # scispacy's tokenizer regex triggers a FutureWarning in re; its abbreviation detector warns on

@@ -11,9 +11,8 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kg.graph.neo4j_store import Neo4jGraphStore
 from service.qa.sessions import (
     MemoryItem,
     MemoryOut,
@@ -25,6 +24,9 @@ from service.qa.sessions import (
     check_store_parameters,
     summary_line,
 )
+
+if TYPE_CHECKING:  # the neo4j driver (0.5 s to import) is imported where a store is opened
+    from kg.graph.neo4j_store import Neo4jGraphStore
 
 __all__ = ["GraphSessionStore"]
 
