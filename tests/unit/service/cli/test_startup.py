@@ -84,3 +84,26 @@ def test_the_cpu_check_reads_what_torch_reads() -> None:
     ours = _native_bf16()
     theirs = torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
     assert ours == theirs
+
+
+def test_splitting_sentences_and_answering_offline_import_no_torch_llm_client_or_neo4j_driver(tmp_path) -> None:  # noqa: ANN001
+    """thinc (spaCy's ML layer) imports torch whenever it is installed, 3 s of every process that splits
+    sentences: the pipeline is built without it, and an offline answer over the embedded store on the ONNX
+    path needs neither torch nor the LLM client (openai) nor the Neo4j driver. torch stays importable."""
+    probe = (
+        "import json, sys; from pathlib import Path; from kg.settings import load_settings; "
+        "from service.container import Container; "
+        f"c = Container(load_settings(data_dir=Path({str(tmp_path / 'data')!r}), embedding_backend='onnx', "
+        "llm_base_url=None)); "
+        "sents = [s.text for s in c.nlp('Seizures began at two. No fever was seen.').sents]; "
+        "answer = c.qa.ask('Which drugs treat epilepsy?'); c.sessions; "
+        "seen = sorted(m for m in ('torch', 'openai', 'neo4j') if m in sys.modules); c.close(); "
+        "import torch, thinc.compat; "
+        "print(json.dumps([sents, answer.insufficient_evidence, seen, torch.ones(1).item(), thinc.compat.has_torch]))"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    sents, abstained, seen, one, thinc_torch = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sents == ["Seizures began at two.", "No fever was seen."] and abstained  # an empty graph abstains
+    assert seen == [] and one == 1.0 and thinc_torch is False
