@@ -95,22 +95,36 @@ def _register_components() -> None:
         Language.factory("medkg_abbreviations", func=_abbreviation_component)
 
 
+class _TorchHidden:
+    """A meta-path finder under which ``import torch`` fails in the thread that installed it: thinc sees no
+    torch while spaCy is imported there, and any other thread imports torch as usual meanwhile."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "torch" and threading.get_ident() == self.thread:
+            raise ImportError("torch is hidden from thinc while spaCy is imported (kg.nlp)")
+        return None
+
+
 def _import_spacy(with_torch: bool) -> None:
     """Import spaCy (and scispacy's sentence segmenter, which registers "pysbd_sentencizer"). thinc, spaCy's
     machine-learning layer, imports torch whenever it is installed: 3 s of every process that splits
     sentences (2-core AMD EPYC), for thinc's torch models that medkg's rule pipeline never runs, while the
     embedders run without torch on their ONNX path. Unless ``with_torch`` (a configured NER model may be a
     transformer) or torch is in already, thinc is imported seeing no torch (``has_torch`` False); torch
-    stays importable for whatever else needs it."""
-    hide = not with_torch and "torch" not in sys.modules and "thinc" not in sys.modules
-    if hide:
-        sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError
+    stays importable for whatever else needs it, in this thread afterwards and in the others throughout."""
+    hidden = None
+    if not with_torch and "torch" not in sys.modules and "thinc" not in sys.modules:
+        hidden = _TorchHidden()
+        sys.meta_path.insert(0, hidden)
     try:
         import scispacy.custom_sentence_segmenter  # noqa: F401
         import spacy  # noqa: F401
     finally:
-        if hide and sys.modules.get("torch", 0) is None:
-            del sys.modules["torch"]
+        if hidden is not None:
+            sys.meta_path.remove(hidden)
 
 
 @lru_cache(maxsize=4)

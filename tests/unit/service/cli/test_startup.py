@@ -107,3 +107,20 @@ def test_splitting_sentences_and_answering_offline_import_no_torch_llm_client_or
     sents, abstained, seen, one, thinc_torch = json.loads(r.stdout.strip().splitlines()[-1])
     assert sents == ["Seizures began at two.", "No fever was seen."] and abstained  # an empty graph abstains
     assert seen == [] and one == 1.0 and thinc_torch is False
+
+
+def test_torch_is_hidden_from_the_thread_importing_spacy_only() -> None:
+    """While one thread imports spaCy without torch, another (a server's background build loading a torch
+    model) imports torch as usual."""
+    probe = (
+        "import json, sys, threading; from kg.nlp import _TorchHidden; hidden = _TorchHidden(); "
+        "sys.meta_path.insert(0, hidden); got = {}\n"
+        "try:\n    import torch; here = 'imported'\nexcept ImportError as exc:\n    here = str(exc)\n"
+        "t = threading.Thread(target=lambda: got.update(other=__import__('torch').ones(1).item())); "
+        "t.start(); t.join(); "
+        "sys.meta_path.remove(hidden); import torch; print(json.dumps([got['other'], here, torch.ones(1).item()]))"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    other, here, after = json.loads(r.stdout.strip().splitlines()[-1])
+    assert other == 1.0 and "torch is hidden from thinc" in here and after == 1.0
