@@ -57,6 +57,15 @@ def _candidates(features: dict[str, object]) -> list[EmbeddingPath]:
     return paths
 
 
+def _spec(path: EmbeddingPath) -> str:
+    """How ``--paths`` names a path: ``BACKEND:GRAPH``, and ``@DTYPE`` where the graph's name does not say
+    the precision it runs at (OpenVINO's bfloat16 runs its float32 graph; torch has no graph)."""
+    spec = f"{path.backend}:{path.graph}" if path.graph else path.backend
+    if path.dtype != "float32" and path.dtype not in (path.graph or ""):
+        spec += f"@{path.dtype}"
+    return spec
+
+
 def _timed(embedder: TextEmbedder, texts: list[str], repeats: int) -> tuple[float, np.ndarray]:
     """Texts per second (the best of ``repeats`` passes after a warm-up batch) and the vectors."""
     embedder.encode(texts[:32])
@@ -88,14 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--paths",
         type=lambda v: [p.strip() for p in v.split(",") if p.strip()],
-        help="Only these paths beside the baseline, as BACKEND:GRAPH, comma-separated (e.g. onnx:O3,openvino:float32).",
+        help=(
+            "Only these paths beside the baseline, as BACKEND:GRAPH, comma-separated (e.g. onnx:O3,openvino:float32); "
+            "a precision the graph's name does not state follows an @ (torch@bfloat16, openvino:float32@bfloat16)."
+        ),
     )
     args = parser.parse_args(argv)
 
     features = cpu_features()
     candidates = _candidates(features)
     if args.paths:
-        known = {f"{p.backend}:{p.graph}": p for p in candidates}
+        known = {_spec(p): p for p in candidates}
         if unknown := [p for p in args.paths if p not in known]:
             parser.error(f"no path {', '.join(unknown)} on this CPU; the paths: {', '.join(known)}")
         candidates = [known[p] for p in args.paths]

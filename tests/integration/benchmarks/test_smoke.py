@@ -194,3 +194,17 @@ def test_embedding_benchmark_refuses_an_unknown_path(capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit) as exit_:
         embedding.main(["--paths", "onnx:O9"])
     assert exit_.value.code == 2 and "no path onnx:O9 on this CPU; the paths: onnx:float32" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_every_embedding_path_has_a_name_of_its_own(bf16: bool) -> None:
+    """On a bf16 CPU OpenVINO runs its float32 graph at two precisions: `--paths openvino:float32` is the
+    float32 one there too (it picked bfloat16 once, and the smoke test failed on such a CPU)."""
+    from benchmarks.embedding import _candidates, _spec
+
+    paths = _candidates({"bf16": bf16})
+    named = {_spec(p): p for p in paths}
+    assert len(named) == len(paths)
+    assert (named["openvino:float32"].dtype, named["onnx:O2-int8"].dtype) == ("float32", "int8")
+    if bf16:
+        assert named["openvino:float32@bfloat16"].dtype == named["torch@bfloat16"].dtype == "bfloat16"

@@ -167,7 +167,10 @@ def test_missing_segment_and_damaged_id_map_are_detected(tmp_path: Path) -> None
     with pytest.raises(VectorIndexError, match="seg-000001.f32 is missing"):
         VectorIndex.open(tmp_path, "entities", DIM)
     (tmp_path / "elsewhere").rename(store / "seg-000001.f32")
-    assert len(VectorIndex.open(tmp_path, "entities", DIM)) == 100
+    reopened = VectorIndex.open(tmp_path, "entities", DIM)
+    count = len(reopened)
+    reopened.close()  # closed before its files are damaged: an open connection would share them (SQLite WAL)
+    assert count == 100
     for extra in store.glob("map.sqlite-*"):
         extra.unlink()
     (store / "map.sqlite").write_bytes(b"not a database" * 100)
