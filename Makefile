@@ -8,7 +8,7 @@ LOAD_DATA ?= data
 BIN := $(VENV)/bin
 # --compile-bytecode: uv installs without .pyc files, and where PYTHONDONTWRITEBYTECODE is set (these
 # machines, most containers) Python then compiles every module it imports from source, in every process:
-# 12.6 s of a `medkg ask`'s 20 s, 1.1 s of `medkg --help`'s 1.7 s (docs/benchmarks.md#test-suite)
+# `medkg ask` 20.6 s instead of 9.6 s, `medkg --help` 1.7 s instead of 0.7 s (docs/benchmarks.md#test-suite)
 UV := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 export VENV
 
@@ -17,7 +17,8 @@ export VENV
 # uv (from PyPI, into the venv) installs the ~200 packages in parallel and keeps every wheel in its cache
 # (~/.cache/uv): 25 s from an empty cache and 5 s from a warm one, against pip's 2.5 min on 2 cores, as
 # pip kept no cache of its downloads on the machines measured (docs/benchmarks.md#first-run)
-$(BIN)/medkg: pyproject.toml
+# (run again when pyproject.toml or this recipe changes: a venv made before gets its bytecode)
+$(BIN)/medkg: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv
 	$(UV) -e ".[test]"
