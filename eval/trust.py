@@ -33,6 +33,8 @@ DEFAULT_SET = Path(__file__).parent / "data" / "trust_dev.jsonl"
 CLASSES = ("graph_facts", "lay", "vignettes", "literature", "unknown", "off_topic")
 GOALS = {"unknown_abstain": 0.98, "answerable_answered": 0.90, "every_class": 0.85, "off_target": 0}
 _FACT = re.compile(r"^KG:(.+?)-((?:NOT_)?[A-Z][A-Z_]*)-(.+)$")
+_DIAGNOSIS = re.compile(r"^KG:([A-Za-z]+:\d+)-HAS_PHENOTYPE-")  # a vignette's expected citation: its diagnosis
+RANKED_TOP = 5  # a vignette's diagnosis among this many single diseases ranked (not entries)
 
 
 def load_set(path: Path = DEFAULT_SET) -> list[dict[str, Any]]:
@@ -72,10 +74,15 @@ def judge(
         passed = not answered
         if "unknown" in expect:
             passed = passed and expect["unknown"].casefold() in {u.text.casefold() for u in response.unknown_names}
+    # a vignette passes when the answer cites its diagnosis, which may be a subtype listed under an entry
+    # (docs/differential.md#entries); whether the ranking alone placed it in the first five is kept beside
+    diagnoses = {m[1] for p in expect.get("cite", []) if (m := _DIAGNOSIS.match(p))}
+    ranked = [d.rank for d in response.differential if d.disease in diagnoses]
     return {
         "id": item["id"],
         "class": item["class"],
         "passed": passed,
+        **({"disease_rank": min(ranked) if ranked else None} if item["class"] == "vignettes" else {}),
         "answered": answered,
         "should_answer": expect["answer"],
         "hit": hit,
@@ -111,6 +118,10 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, Any]:
     answerable = [r for r in results if r["should_answer"]]
     ms = [r["ms"] for r in results]
     unknown = grouped.get("unknown", [])
+    vignettes = grouped.get("vignettes", [])
+    if vignettes:
+        top = sum((r.get("disease_rank") or RANKED_TOP + 1) <= RANKED_TOP for r in vignettes)
+        per_class["vignettes"]["diagnosis_ranked_top5"] = round(top / len(vignettes), 3)
     figures = {
         "questions": len(results),
         "classes": per_class,
@@ -202,6 +213,11 @@ def print_table(name: str, figures: dict[str, Any]) -> None:
         f"off-target citations {figures['off_target_citations']}; "
         f"p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms"
     )
+    if "vignettes" in figures["classes"]:
+        print(
+            "vignettes: the diagnosis itself among the first five diseases ranked (not entries): "
+            f"{figures['classes']['vignettes']['diagnosis_ranked_top5']}"
+        )
     print("goals met:", ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in figures["goals_met"].items()))
 
 

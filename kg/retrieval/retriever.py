@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from kg.curie import source_url
-from kg.differential import Candidate, PhenotypeIndex
+from kg.differential import PhenotypeIndex
+from kg.differential.groups import DifferentialEntry, disease_classes, group_ranked
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
@@ -71,7 +72,9 @@ class Retrieval:
     paths: list[GraphPath]
     entities: dict[str, Entity]  # names of everything the bundle and the paths mention
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
-    differential: list[Candidate] = field(default_factory=list)  # when the question asked for a diagnosis
+    # when the question asked for a diagnosis: the entries of the answer (a disease, or one disease's
+    # subtypes and descriptions ranked together), each member with its own rank
+    differential: list[DifferentialEntry] = field(default_factory=list)
     # names the question uses that medkg knows nothing about, and whether retrieval stopped at them
     unknown: list[UnknownName] = field(default_factory=list)
     stopped: bool = False
@@ -110,11 +113,14 @@ class Retriever:
         facts_per_passage: int = 3,
         phenotypes: Callable[[], PhenotypeIndex] | None = None,
         differential_top: int = 5,
+        differential_depth: int = 50,
     ) -> None:
         """``phenotypes``: gives the phenotype index (built on first use) for questions that list
-        phenotypes and ask for a diagnosis."""
+        phenotypes and ask for a diagnosis; the answer's ``differential_top`` entries gather the diseases
+        ranked among the first ``differential_depth``."""
         self.phenotypes = phenotypes
         self.differential_top = differential_top
+        self.differential_depth = differential_depth
         self.graph = graph
         self.linker = linker
         self.text_index = text_index
@@ -256,12 +262,13 @@ class Retriever:
 
     def _differential(
         self, linked: list[LinkedEntity], entities: dict[str, Entity]
-    ) -> tuple[list[Candidate], list[EvidenceItem]]:
-        """Diseases ranked for the question's phenotypes (those it negates, "no hypotonia", excluded);
-        each candidate's evidence is the ``HAS_PHENOTYPE`` facts of its own that matched (one item per
-        fact, best match first). The items come in rounds, each candidate's best match in rank order, then
-        each one's second...: a reader of the first items, or a budget that cuts the last, meets every
-        ranked disease rather than the first one's every match."""
+    ) -> tuple[list[DifferentialEntry], list[EvidenceItem]]:
+        """Diseases ranked for the question's phenotypes (those it negates, "no hypotonia", excluded),
+        gathered into the answer's entries (``kg/differential/groups.py``: one disease's subtypes and
+        descriptions together). An entry's evidence is its lead disease's ``HAS_PHENOTYPE`` facts that
+        matched (best match first), then each other member's best match. The items come in
+        rounds, each entry's first item in entry order, then each one's second...: a reader of the first
+        items, or a budget that cuts the last, meets every entry rather than the first one's every match."""
         assert self.phenotypes is not None
         terms, excluded = _phenotypes(linked)
         index = self.phenotypes()
@@ -271,53 +278,67 @@ class Retriever:
             return [], []
         # a gene named as such (its symbol as written, "a de novo STXBP1 variant") narrows the ranking
         genes, _ = index.known_genes(e.name for e in linked if e.category == "Gene" and e.mention.strip() == e.name)
-        ranked = index.rank(observed, excluded, top_k=self.differential_top, genes=genes)
-        among = f" associated with {', '.join(genes)}" if genes else ""
-        missing = {c.disease for c in ranked} | {t for c in ranked for _, t, _ in c.matches} | {*observed, *excluded}
-        entities.update(self.graph.get_entities(missing - entities.keys()))
+        ranked = index.rank(observed, excluded, top_k=self.differential_depth, genes=genes)
+        entries = group_ranked(ranked, disease_classes(self.graph, (c.disease for c in ranked)), self.differential_top)
+        shown = [c for e in entries for _, c in e.members]
+        groups = {e.group for e in entries if e.group}
+        missing = {c.disease for c in shown} | {t for c in shown for _, t, _ in c.matches} | {*observed, *excluded}
+        entities.update(self.graph.get_entities((missing | groups) - entities.keys()))
         name = {i: e.name for i, e in entities.items()}
-        per_disease: list[list[EvidenceItem]] = []
-        for rank, c in enumerate(ranked, 1):
-            items: list[EvidenceItem] = []
-            per_disease.append(items)
-            for q, term, similarity in sorted(c.matches, key=lambda m: -m[2]):
-                if similarity <= 0:
-                    continue
-                observed_as = "" if q == term else f" (observed: {name.get(q, q)})"
-                pmids = index.pmids.get((c.disease, term), [])  # those of this annotation, not the disease's
-                items.append(
-                    EvidenceItem(
-                        id=fact_citation_id(c.disease, "HAS_PHENOTYPE", term),
-                        kind="kg",
-                        text=(
-                            f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}{observed_as}; "
-                            f"differential rank {rank} of the diseases{among} annotated in HPO for the observed "
-                            "phenotypes"
-                        ),
-                        title=f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}",
-                        url=source_url(pmids[0]) if pmids else source_url(c.disease),
-                        score=round(float(similarity), 4),
-                        meta={
-                            "subject": c.disease,
-                            "type": "HAS_PHENOTYPE",
-                            "object": term,
-                            "subject_name": name.get(c.disease),
-                            "object_name": name.get(term),
-                            "negated": False,
-                            "source": "differential",
-                            "pmids": pmids[:3],
-                            "seed": c.disease,
-                            "on_path": False,
-                            "ddx_rank": rank,
-                            "ddx_score": round(c.score, 4),
-                            "ddx_genes": genes,
-                            "ddx_excluded": [name.get(t, t) for t in excluded],
-                            "observed": q,
-                        },
+        among = f" associated with {', '.join(genes)}" if genes else ""
+        per_entry: list[list[EvidenceItem]] = []
+        for number, entry in enumerate(entries, 1):
+            group = {"ddx_group": entry.group, "ddx_group_name": name.get(entry.group)} if entry.group else {}
+            matched: list[list[EvidenceItem]] = []
+            for rank, c in entry.members:
+                if entry.group:  # one of an entry's several diseases: what unites them says the rest
+                    context = f"differential rank {rank}{among}, listed under {name.get(entry.group, entry.group)}"
+                else:
+                    context = (
+                        f"differential rank {rank} of the diseases{among} annotated in HPO for the observed phenotypes"
                     )
-                )
-        rounds = itertools.zip_longest(*per_disease)
-        return ranked, [item for round_ in rounds for item in round_ if item is not None]
+                items: list[EvidenceItem] = []
+                matched.append(items)
+                for q, term, similarity in sorted(c.matches, key=lambda m: -m[2]):
+                    if similarity <= 0:
+                        continue
+                    observed_as = "" if q == term else f" (observed: {name.get(q, q)})"
+                    pmids = index.pmids.get((c.disease, term), [])  # those of this annotation, not the disease's
+                    items.append(
+                        EvidenceItem(
+                            id=fact_citation_id(c.disease, "HAS_PHENOTYPE", term),
+                            kind="kg",
+                            text=f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}{observed_as}; "
+                            + context,
+                            title=f"{name.get(c.disease, c.disease)} has phenotype {name.get(term, term)}",
+                            url=source_url(pmids[0]) if pmids else source_url(c.disease),
+                            score=round(float(similarity), 4),
+                            meta={
+                                "subject": c.disease,
+                                "type": "HAS_PHENOTYPE",
+                                "object": term,
+                                "subject_name": name.get(c.disease),
+                                "object_name": name.get(term),
+                                "negated": False,
+                                "source": "differential",
+                                "pmids": pmids[:3],
+                                "seed": c.disease,
+                                "on_path": False,
+                                "ddx_rank": number,  # the entry of the answer
+                                "ddx_disease_rank": rank,
+                                "ddx_disease_genes": c.genes[:3],
+                                "ddx_score": round(c.score, 4),
+                                "ddx_genes": genes,
+                                "ddx_excluded": [name.get(t, t) for t in excluded],
+                                "observed": q,
+                                **group,
+                            },
+                        )
+                    )
+            lead, others = (matched[0], matched[1:]) if matched else ([], [])
+            per_entry.append([*lead, *(m[0] for m in others if m)])  # the lead's matches, each other's best
+        rounds = itertools.zip_longest(*per_entry)
+        return entries, [item for round_ in rounds for item in round_ if item is not None]
 
 
 def _phenotypes(linked: list[LinkedEntity]) -> tuple[list[str], list[str]]:

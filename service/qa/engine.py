@@ -90,7 +90,13 @@ class PathOut(BaseModel):
 
 
 class DifferentialOut(BaseModel):
-    rank: int
+    rank: int = Field(description="The disease's own rank among all ranked.")
+    entry: int = Field(description="The answer's entry it is listed in (1-based).")
+    group: dict[str, str | None] | None = Field(
+        default=None,
+        description="{id, name} of what unites an entry of several diseases (the Disease Ontology class its "
+        "subtypes map to, or the first of one disease's descriptions); null for an entry of one disease.",
+    )
     disease: str
     name: str | None
     score: float
@@ -290,14 +296,19 @@ class QAEngine:
             linked_entities=[LinkedOut(**e.__dict__) for e in retrieval.linked],
             differential=[
                 DifferentialOut(
-                    rank=i,
+                    rank=rank,
+                    entry=number,
+                    group={"id": e.group, "name": names[e.group].name if e.group in names else None}
+                    if e.group
+                    else None,
                     disease=c.disease,
                     name=names[c.disease].name if c.disease in names else None,
                     score=round(c.score, 4),
                     matches=[{"observed": q, "disease_term": t, "similarity": round(s, 4)} for q, t, s in c.matches],
                     genes=c.genes[:10],
                 )
-                for i, c in enumerate(retrieval.differential, 1)
+                for number, e in enumerate(retrieval.differential, 1)
+                for rank, c in e.members
             ],
             unknown_names=[
                 UnknownOut(text=u.text, suggestions=[{"id": i, "name": n} for i, n in u.suggestions])

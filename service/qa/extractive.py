@@ -131,18 +131,34 @@ class ExtractiveComposer:
 
     @staticmethod
     def _differential_sentence(items: list[EvidenceItem]) -> str | None:
-        """ "Diseases ranked ...: 1. X (OMIM:1), with Seizure [KG:OMIM:1-HAS_PHENOTYPE-HP:...] ...; 2. Y ..."."""
-        by_rank: dict[int, list[EvidenceItem]] = {}
+        """ "Diseases ranked ...: 1. X (OMIM:1), with Seizure [KG:OMIM:1-HAS_PHENOTYPE-HP:...] ...; 2. Y ...";
+        an entry of several diseases (one disease's subtypes) names what unites them, then each member
+        with its own rank: "3. Dilated cardiomyopathy (DOID:12930), 2 of the diseases ranked: ..."."""
+        by_entry: dict[int, dict[str, list[EvidenceItem]]] = {}
         for item in items:
-            by_rank.setdefault(item.meta["ddx_rank"], []).append(item)
-        if not by_rank:
+            by_entry.setdefault(item.meta["ddx_rank"], {}).setdefault(item.meta["subject"], []).append(item)
+        if not by_entry:
             return None
         parts = []
-        for rank in sorted(by_rank):
-            group = by_rank[rank]
-            disease = group[0].meta["subject_name"] or group[0].meta["subject"]
-            matched = _join([f"{_unbracketed(i.meta['object_name'] or i.meta['object'])} [{i.id}]" for i in group])
-            parts.append(f"{rank}. {_unbracketed(disease)} ({group[0].meta['subject']}), with {matched}")
+        for number in sorted(by_entry):
+            members = by_entry[number]
+            described = []
+            for disease, found in members.items():
+                name = _unbracketed(found[0].meta["subject_name"] or disease)
+                matched = _join([f"{_unbracketed(i.meta['object_name'] or i.meta['object'])} [{i.id}]" for i in found])
+                where = disease
+                if found[0].meta.get("ddx_group"):  # a subtype's gene is what tells it from the others
+                    where += f", rank {found[0].meta['ddx_disease_rank']}"
+                    where += "".join(f", {g}" for g in found[0].meta.get("ddx_disease_genes") or [])
+                described.append(f"{name} ({where}), with {matched}")
+            first = next(iter(members.values()))[0].meta
+            if first.get("ddx_group"):
+                group = _unbracketed(first.get("ddx_group_name") or first["ddx_group"])
+                group = group[:1].upper() + group[1:] if group[1:2].islower() else group
+                head = f"{group} ({first['ddx_group']}), {len(members)} of the diseases ranked: "
+                parts.append(f"{number}. {head}" + "; ".join(described))
+            else:
+                parts.append(f"{number}. {described[0]}")
         genes = items[0].meta.get("ddx_genes") or []
         among = f" (those associated with {_join(genes)})" if genes else ""
         excluded = items[0].meta.get("ddx_excluded") or []

@@ -102,8 +102,16 @@
         el(
           "tr",
           {},
-          el("td", { class: "num", text: d.rank }),
-          el("td", {}, el("strong", { text: d.name || d.disease }), " ", el("code", { class: "id", text: d.disease })),
+          el("td", { class: "num", text: d.entry }),
+          el(
+            "td",
+            {},
+            el("strong", { text: d.name || d.disease }),
+            " ",
+            el("code", { class: "id", text: d.disease }),
+            // an entry of one disease's subtypes (or descriptions): what unites them, and this one's own rank
+            d.group ? el("span", { class: "hint", text: ` (${d.group.name || d.group.id}; rank ${d.rank})` }) : "",
+          ),
           el("td", { text: d.matches.map((m) => m.observed).join(", ") }),
           el("td", { text: d.genes.join(", ") }),
         ),

@@ -26,6 +26,12 @@ ENTITIES = [
     Entity(id="NCBIGene:54790", name="TET2", category="Gene"),
     # HPO's lay synonym of Microcephaly (BROAD layperson, kept at ingest)
     Entity(id="HP:0000252", name="Microcephaly", category="Phenotype", synonyms=["Small head"]),
+    # a second subtype of the store's microcephaly-epilepsy syndrome, both mapped to one Disease Ontology class
+    # (the store's own entities as it names them, for the relations to reach them)
+    Entity(id="HP:0001250", name="Seizure", category="Phenotype"),
+    Entity(id="OMIM:100001", name="Microcephaly-epilepsy syndrome", category="Disease"),
+    Entity(id="OMIM:100003", name="Microcephaly-epilepsy syndrome 2", category="Disease"),
+    Entity(id="DOID:0060999", name="syndromic microcephaly with epilepsy", category="Disease"),
 ]
 RELATIONS = [
     Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
@@ -38,6 +44,14 @@ RELATIONS = [
         object="DOID:9351",
         source="pubmed",
         evidence={"sentences": ["PMID:30022161#s5"], "count": 1},
+    ),
+    *(
+        Relation(subject="OMIM:100003", type="HAS_PHENOTYPE", object=t, source="hpo", evidence={"pmids": ["PMID:13"]})
+        for t in ("HP:0001250", "HP:0000252")
+    ),
+    *(
+        Relation(subject="DOID:0060999", type="SAME_AS", object=d, source="xref")
+        for d in ("OMIM:100001", "OMIM:100003")
     ),
 ]
 
@@ -122,3 +136,24 @@ def test_a_vignette_in_everyday_words_goes_to_the_differential(client: TestClien
     assert methods["HP:0001250"] == "lay" and methods["HP:0000252"] == "lexicon"
     assert out["differential"][0]["disease"] == "OMIM:100001"
     assert out["answer"].startswith("Diseases ranked by similarity")
+
+
+def test_a_diseases_subtypes_are_one_entry_of_the_differential(client: TestClient) -> None:
+    """Two subtypes the Disease Ontology maps to one class are one entry, named by the class, each with its
+    own rank and cited matches; the next diseases are entries of their own (those that match no observed
+    phenotype are ranked, not listed in the answer)."""
+    out = _qa(client, "Child with seizures and microcephaly. What is the most likely diagnosis?")
+    rows = [(d["entry"], d["rank"], d["disease"], (d["group"] or {}).get("id")) for d in out["differential"]]
+    assert rows == [
+        (1, 1, "OMIM:100001", "DOID:0060999"),
+        (1, 2, "OMIM:100003", "DOID:0060999"),
+        (2, 3, "OMIM:154700", None),
+        (3, 4, "OMIM:100002", None),
+    ]
+    assert out["differential"][0]["group"]["name"] == "syndromic microcephaly with epilepsy"
+    answer = out["answer"]
+    assert "1. Syndromic microcephaly with epilepsy (DOID:0060999), 2 of the diseases ranked: " in answer, answer
+    second = "Microcephaly-epilepsy syndrome 2 (OMIM:100003, rank 2), with Seizure"
+    assert answer.endswith(f"{second} [KG:OMIM:100003-HAS_PHENOTYPE-HP:0001250].")
+    cited = set(_cited(out))
+    assert {"KG:OMIM:100001-HAS_PHENOTYPE-HP:0001250", "KG:OMIM:100003-HAS_PHENOTYPE-HP:0001250"} <= cited

@@ -93,3 +93,19 @@ def test_a_cited_fact_about_an_entity_the_question_did_not_name_is_counted(conta
     response.linked_entities = []
     response.citations = marfan.citations
     assert trust.off_target(response) == [c.id for c in marfan.citations if c.kind == "kg"] != []
+
+
+def test_a_vignette_is_judged_by_its_citation_and_its_diagnosis_rank_kept_beside(container: Container) -> None:
+    """A vignette passes when the answer cites an annotation of its diagnosis; the diagnosis' own rank
+    among the single diseases is kept beside (an answer lists entries, a disease's subtypes in one): a
+    diagnosis ranked second that matches none of the observed phenotypes is not cited, and fails."""
+    question = "Child with seizures and microcephaly. What is the most likely diagnosis?"
+    items = [
+        {"id": f"v{i}", "class": "vignettes", "question": question,
+         "expect": {"answer": True, "cite": [rf"KG:{d}-HAS_PHENOTYPE-HP:\d+"], "case": "c"}}
+        for i, d in enumerate(["OMIM:100001", "OMIM:100002"])
+    ]  # fmt: skip
+    results, figures = trust.score_store(container, items, "extractive", progress=False)
+    assert [(r["passed"], r["disease_rank"]) for r in results] == [(True, 1), (False, 2)], results
+    assert figures["classes"]["vignettes"]["pass"] == 0.5
+    assert figures["classes"]["vignettes"]["diagnosis_ranked_top5"] == 1.0

@@ -648,3 +648,57 @@ def test_term_vectors_survive_the_cache() -> None:
     again = pickle.loads(pickle.dumps(index))
     assert "_annotation_cache" not in again.__dict__ and again.vector_model == "test-model"
     assert np.array_equal(again.scores(["HP:0000011"])[0], expected)
+
+
+def test_one_diseases_subtypes_and_descriptions_are_one_entry(store: BaseGraphStore) -> None:
+    """The answer's entries gather the ranked diseases the graph maps to one Disease Ontology class (a
+    disease's numbered OMIM subtypes) or to each other (one disease in OMIM and Orphanet); each member
+    keeps its own rank, a disease mapped to nothing else is an entry of its own, and an entry's class is
+    what all its members share."""
+    from kg.differential.case import Candidate
+    from kg.differential.groups import disease_classes, group_ranked
+
+    store.upsert_entities(
+        [Entity(id=d, name=d, category="Disease") for d in ("OMIM:1", "OMIM:2", "OMIM:3", "OMIM:4", "ORPHA:5")]
+        + [
+            Entity(id="DOID:12930", name="dilated cardiomyopathy", category="Disease"),
+            Entity(id="DOID:0110425", name="dilated cardiomyopathy 1A", category="Disease"),
+            Entity(id="DOID:630", name="genetic disease", category="Disease"),
+        ]
+    )
+    store.upsert_relations(
+        [
+            Relation(subject="DOID:12930", type="SAME_AS", object="OMIM:1", source="xref"),
+            Relation(subject="DOID:12930", type="SAME_AS", object="OMIM:3", source="xref"),
+            Relation(subject="DOID:0110425", type="SAME_AS", object="OMIM:3", source="xref"),
+            Relation(subject="OMIM:4", type="SAME_AS", object="ORPHA:5", source="xref"),
+            # an IS_A is no mapping: a subtype of a subtype of "genetic disease" is no entry with it
+            Relation(subject="DOID:12930", type="IS_A", object="DOID:630", source="doid"),
+        ]
+    )
+    classes = disease_classes(store, ["OMIM:1", "OMIM:2", "OMIM:3", "OMIM:4", "ORPHA:5"])
+    assert classes["OMIM:3"] == {"OMIM:3", "DOID:12930", "DOID:0110425"}
+    assert classes["OMIM:2"] == {"OMIM:2"}
+    ranked = [Candidate(d, 5.0 - i, 0.0) for i, d in enumerate(["OMIM:1", "OMIM:2", "ORPHA:5", "OMIM:3", "OMIM:4"])]
+    entries = group_ranked(ranked, classes, entries=5)
+    assert [[(r, c.disease) for r, c in e.members] for e in entries] == [
+        [(1, "OMIM:1"), (4, "OMIM:3")],
+        [(2, "OMIM:2")],
+        [(3, "ORPHA:5"), (5, "OMIM:4")],
+    ]
+    assert [e.group for e in entries] == ["DOID:12930", None, "ORPHA:5"]
+    # with room for two entries, a later member still joins its entry; a disease of its own does not fit
+    two = group_ranked(ranked, classes, entries=2)
+    assert [[c.disease for _, c in e.members] for e in two] == [["OMIM:1", "OMIM:3"], ["OMIM:2"]]
+    # an entry keeps what all its members share: a third disease that shares only the first's subtype
+    # class (not the class the entry's members share) opens an entry of its own
+    narrowed = {
+        "OMIM:1": frozenset({"OMIM:1", "DOID:A", "DOID:B"}),
+        "OMIM:2": frozenset({"OMIM:2", "DOID:A"}),
+        "OMIM:3": frozenset({"OMIM:3", "DOID:B"}),
+    }
+    ranked = [Candidate(d, 3.0 - i, 0.0) for i, d in enumerate(["OMIM:1", "OMIM:2", "OMIM:3"])]
+    assert [[c.disease for _, c in e.members] for e in group_ranked(ranked, narrowed, 5)] == [
+        ["OMIM:1", "OMIM:2"],
+        ["OMIM:3"],
+    ]
