@@ -25,6 +25,7 @@ import numpy as np
 from eval.trust_questions import VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED, VIGNETTE_OBSERVED
 from kg.curie import try_normalize_curie
 from kg.differential import PhenotypeIndex, terms_in_text
+from kg.differential.groups import disease_classes, group_ranked
 from kg.differential.phenopacket import read_phenopacket
 from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
@@ -143,6 +144,20 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
         "top3": round(sum(1 for r in ranks if r and r <= 3) / n, 3),
         "top10": round(sum(1 for r in ranks if r and r <= 10) / n, 3),
         "mrr": round(sum(1 / r for r in ranks if r) / n, 3),
+    }
+
+
+ENTRIES, ENTRY_DEPTH = 5, 50  # what a QA answer lists: five entries of the first 50 diseases ranked
+
+
+def _entry_metrics(entry_ranks: list[int | None], disease_ranks: list[int | None]) -> dict[str, float]:
+    """The share of cases whose diagnosis is in the first 1, 3 and 5 entries, beside the first 5
+    diseases."""
+    n = len(entry_ranks) or 1
+    return {
+        "n": len(entry_ranks),
+        **{f"top{k}": round(sum(1 for r in entry_ranks if r and r <= k) / n, 3) for k in (1, 3, ENTRIES)},
+        "diseases_top5": round(sum(1 for r in disease_ranks if r and r <= ENTRIES) / n, 3),
     }
 
 
@@ -268,6 +283,7 @@ def evaluate(
     pyhpo_cases: int = 0,
     linker: EntityLinker | None = None,
     vignettes: bool = False,
+    entries: bool = False,
 ) -> dict:
     """Top-1/3/10 and MRR of the true disease's rank under medkg and the baselines (plain Resnik BMA,
     pyhpo's set similarity reproduced by the index), for all cases and each half: the constants were
@@ -278,7 +294,10 @@ def evaluate(
     case written as text and linked back. ``pyhpo_cases``: that many cases (every k-th) ranked by pyhpo
     itself, which checks the reproduction. ``vignettes``: each case cut to what a vignette of the trust
     set states (eval/trust_questions.py: its first five observed terms HPO knows and two excluded ones;
-    a case with fewer than three such terms is counted apart, as that set never writes one)."""
+    a case with fewer than three such terms is counted apart, as that set never writes one). ``entries``:
+    also where the diagnosis is among the first five entries a QA answer lists (the diseases ranked
+    among the first 50 that ``store`` maps to one class, or to each other, are one entry:
+    docs/differential.md#entries)."""
     numbered, malformed = read_cases(path, limit)
     cases = [case for _, case in numbered]
     ours: list[tuple[int, int | None]] = []  # (line, rank)
@@ -292,6 +311,7 @@ def evaluate(
         entities = store.get_entities(every)
     # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
     with_gene: list[GeneRanks] = []
+    entry_ranks: list[int | None] = []  # the diagnosis' entry among the first ENTRIES (None: in none)
     unmapped = no_known_term = too_few = 0
     latencies, latencies_10 = [], []
     for line, case in numbered:
@@ -326,6 +346,11 @@ def evaluate(
         pyhpo_like.append((line, index.rank_of(pyhpo_score, targets)))
         evaluated.append((case, targets))
         groups.append(str(case.get("cohort") or f"line {line}"))
+        if entries:
+            ranked = index.rank(observed, excluded, top_k=ENTRY_DEPTH, explain=False, prefixes=namespaces)
+            listed = group_ranked(ranked, disease_classes(store, (c.disease for c in ranked)), ENTRIES)
+            hit = [n for n, e in enumerate(listed, 1) if any(c.disease in targets for _, c in e.members)]
+            entry_ranks.append(hit[0] if hit else None)
         for variant, run in texts.items():
             assert linker is not None
             stated, negated = terms_in_text(linker, written(case, entities, synonyms=variant == "synonyms"))
@@ -365,6 +390,7 @@ def evaluate(
             for name, ranks in (("baseline_resnik_bma", base), ("baseline_pyhpo", pyhpo_like))
         },
         "given_the_gene": _gene_metrics(with_gene),
+        **({"entries": _entry_metrics(entry_ranks, [r for _, r in ours])} if entries else {}),
         **({"as_text": {variant: run.summary() for variant, run in texts.items()}} if texts else {}),
         "latency_ms_p50": p50,
         "latency_ms_p95": p95,
@@ -547,6 +573,12 @@ def report(result: dict) -> None:
             f"terms found negated ({t['excluded_stated']} read as stated), {t['other_terms']} other terms; "
             f"ranked from the text: top-1 {t['top1']:.3f}, top-10 {t['top10']:.3f}, MRR {t['mrr']:.3f}"
         )
+    if entries := result.get("entries"):
+        print(
+            f"the diagnosis among a QA answer's entries ({entries['n']} cases; a disease's subtypes in one): "
+            f"first {entries['top1']:.3f}, first three {entries['top3']:.3f}, first five {entries['top5']:.3f} "
+            f"(among the first five diseases: {entries['diseases_top5']:.3f})"
+        )
     print(f"ranking all diseases: p50 {result['latency_ms_p50']} ms, p95 {result['latency_ms_p95']} ms")
     ten = result.get("latency_10_terms")
     if ten and ten["cases"]:
@@ -582,6 +614,12 @@ def main(argv: list[str] | None = None) -> int:
         help="each case cut to what a vignette of eval.trust states: five observed terms, two excluded",
     )
     parser.add_argument(
+        "--entries",
+        action="store_true",
+        help="also load the Disease Ontology (../shared/data/disease_ontology, as medkg demo does) and report the "
+        "diagnosis among the first five entries a QA answer lists (a disease's subtypes in one)",
+    )
+    parser.add_argument(
         "--no-hpo-update",
         action="store_true",
         help="pyhpo's HPO release alone, without what the newer one in hpo3 adds (as --pyhpo-baseline's pyhpo is)",
@@ -611,6 +649,8 @@ def main(argv: list[str] | None = None) -> int:
                 ingest(store, hpo_update_items(hpo3), "hpo-update", progress=False)
                 releases.append(hpo3_release(hpo3))
             print(f"HPO release(s): {' + '.join(releases)}")
+            if args.entries:
+                _load_disease_ontology(store)
             t0 = time.perf_counter()
             index = PhenotypeIndex.from_graph(store)
             print(
@@ -641,6 +681,7 @@ def main(argv: list[str] | None = None) -> int:
                 pyhpo_cases=args.pyhpo_baseline,
                 linker=linker,
                 vignettes=args.vignettes,
+                entries=args.entries,
             )
         finally:
             store.close()
@@ -649,6 +690,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
     return 0
+
+
+def _load_disease_ontology(store: BaseGraphStore) -> None:
+    """The Disease Ontology as ``medkg demo`` loads it (the 2016 OBO, the current OMIM cross-references),
+    for the ``SAME_AS`` links that make a disease's subtypes one entry."""
+    from ingest.edges import edge_items, load_mapping
+    from ingest.obo import obo_items
+    from ingest.writer import ingest
+
+    do = SHARED / "disease_ontology"
+    obo, omim = do / "dhimmel_2016" / "HumanDO_2016.obo.gz", do / "doreports" / "OMIMinDO.tsv"
+    ingest(store, obo_items(obo, source="doid", prefix="DOID"), obo.name, progress=False)
+    ingest(store, edge_items(omim, load_mapping("do_xrefs_by_vocabulary")), omim.name, progress=False)
+    print("Disease Ontology: 2016 OBO + OMIMinDO.tsv (for the entries)")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
-from kg.model import NOT_VOCABULARY, Entity, GraphPath
+from kg.model import CO_MENTIONED, NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import asked_relations
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
@@ -25,18 +25,27 @@ from kg.retrieval.facts import GraphEvidence, GraphRetrieval
 from kg.text_index import SearchHit, TextIndex
 from kg.unknown_names import UnknownName
 
-__all__ = ["LinkedEntity", "Links", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis"]
+__all__ = ["LinkedEntity", "Links", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis", "facts_lead"]
 
 # A question that lists phenotypes and asks what the patient has goes to the differential ranking; one
 # that asks how to treat or test for them does not, whatever else it says ("a child diagnosed with ...").
 _DIAGNOSIS_CUE = re.compile(
     r"\b(diagnos\w*|differential|(which|what)( \w+){0,4} (diseases?|disorders?|syndromes?|conditions?)"
     r"|could (this|it|these) be|likely cause|underlying cause|(causing|cause of|causes) (this|these|it|them|the)\b"
-    r"|presents? with|presenting with)\b"
-    # a clinical vignette: who the patient is, then what they have ("Boy with ...", "A 3-year-old girl has ...")
-    r"|^\W*(an? )?((\d+|one|two|three|four|five|six|seven|eight|nine|ten)[- ](years?|months?|weeks?|days?)[- ]old )?"
+    r"|presents? with|presenting with)\b",
+    re.IGNORECASE,
+)
+# a clinical vignette: who the patient is, then what they have ("Boy with ...", "A 3-year-old girl has ...")
+_VIGNETTE = re.compile(
+    r"^\W*(an? )?((\d+|one|two|three|four|five|six|seven|eight|nine|ten)[- ](years?|months?|weeks?|days?)[- ]old )?"
     r"(boy|girl|man|woman|male|female|child|infant|newborn|neonate|toddler|baby|adolescent|teenager|patient|kid)"
     r"( \w+){0,3} (with|has|had|presents|showing)\b",
+    re.IGNORECASE,
+)
+# a yes/no question after the vignette asks something else of it ("A patient with myelomeningocele: is
+# untethering necessary prior to scoliosis correction?")
+_YES_NO_QUESTION = re.compile(
+    r"(^|[:;.?!,]\s*)(is|are|was|were|does|do|did|should|shall|can|will|would|has|have|must|may)\b[^?:;.!]*\?",
     re.IGNORECASE,
 )
 _OTHER_INTENT = re.compile(
@@ -50,7 +59,11 @@ DIFFERENTIAL_MIN_TERMS = 2
 
 def asks_for_diagnosis(question: str) -> bool:
     """Whether ``question`` asks what the patient has (a diagnosis), not how to treat or test."""
-    return _DIAGNOSIS_CUE.search(question) is not None and _OTHER_INTENT.search(question) is None
+    if _OTHER_INTENT.search(question) is not None:
+        return False
+    if _DIAGNOSIS_CUE.search(question) is not None:
+        return True
+    return _VIGNETTE.search(question) is not None and _YES_NO_QUESTION.search(question) is None
 
 
 @dataclass(frozen=True)
@@ -236,7 +249,7 @@ class Retriever:
         e, a = len(extra), len(extra) + len(ddx_items)
         b = a + len(facts)
         lists, rounds = [sized[a:b], sized[b:]], [self.facts_per_passage, 1]
-        if not any(f.meta["answers"] or f.meta["on_path"] for f in facts):  # the literature answers first
+        if not facts_lead(facts):  # the literature answers first
             lists, rounds = lists[::-1], rounds[::-1]
         if ddx_items:
             lists, rounds = [sized[e:a], *lists], [len(ddx_items), *rounds]
@@ -339,6 +352,14 @@ class Retriever:
             per_entry.append([*lead, *(m[0] for m in others if m)])  # the lead's matches, each other's best
         rounds = itertools.zip_longest(*per_entry)
         return entries, [item for round_ in rounds for item in round_ if item is not None]
+
+
+def facts_lead(facts: Sequence[EvidenceItem]) -> bool:
+    """Whether the graph's facts come before the passages: when one answers the question or links its
+    entities on a path. A co-mention on a path says only that two things were written about together,
+    and a passage that states how comes first (it answers only when the question asks for it: "is X
+    mentioned with Y?")."""
+    return any(f.meta["answers"] or (f.meta["on_path"] and f.meta["type"] != CO_MENTIONED) for f in facts)
 
 
 def _phenotypes(linked: list[LinkedEntity]) -> tuple[list[str], list[str]]:

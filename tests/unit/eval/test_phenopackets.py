@@ -141,3 +141,32 @@ def test_cases_cut_to_what_a_vignette_states(tmp_path, capsys) -> None:  # noqa:
     assert "vignettes" not in whole and cut["medkg"]["n"] == 1
     report(cut)
     assert "as vignettes (five observed terms, two excluded), 2 with fewer than three known" in capsys.readouterr().out
+
+
+def test_the_diagnosis_among_a_qa_answers_entries(tmp_path, store, capsys) -> None:  # noqa: ANN001
+    """--entries: a diagnosis ranked second behind another subtype of its disease (both mapped to one
+    Disease Ontology class) is in the answer's first entry; the first five diseases are reported beside."""
+    from eval.phenopackets import evaluate, report
+    from kg.model import Entity, Relation
+
+    store.upsert_entities(
+        [Entity(id=f"OMIM:10000{i}", name=f"disease {i}", category="Disease") for i in (1, 2, 3)]
+        + [Entity(id="DOID:1", name="a disease with subtypes", category="Disease")]
+    )
+    store.upsert_relations(
+        [Relation(subject="DOID:1", type="SAME_AS", object=d, source="xref") for d in ("OMIM:100001", "OMIM:100003")]
+    )
+    cases = tmp_path / "cases.jsonl"
+    rows = [
+        {"observed": ["HP:0001250"], "diseases": ["OMIM:100003"]},  # ranked 2nd, behind its sibling 100001
+        {"observed": ["HP:0001250"], "diseases": ["OMIM:100002"]},  # ranked 3rd: the second entry
+    ]
+    cases.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = evaluate(small_index(), store, cases, entries=True)
+    assert result["medkg"]["top1"] == 0.0
+    assert result["entries"] == {"n": 2, "top1": 0.5, "top3": 1.0, "top5": 1.0, "diseases_top5": 1.0}
+    assert "entries" not in evaluate(small_index(), store, cases)
+    report(result)
+    assert "first 0.500, first three 1.000, first five 1.000 (among the first five diseases: 1.000)" in (
+        capsys.readouterr().out
+    )

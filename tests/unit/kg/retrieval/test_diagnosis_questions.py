@@ -1,4 +1,5 @@
-"""Which questions go to the differential ranking: those asking what the patient has."""
+"""Which questions go to the differential ranking (those asking what the patient has), and whether the
+graph's facts or the literature lead the evidence."""
 
 import pytest
 
@@ -19,6 +20,7 @@ from kg.retrieval.retriever import asks_for_diagnosis
         "Girl with developmental regression, hand stereotypies and acquired microcephaly",
         "A 3-year-old girl has seizures, microcephaly and hypotonia.",
         "my kid has fits and a small head, what could it be",
+        "Boy with seizures and microcephaly. Is this a genetic syndrome? What is the most likely diagnosis?",
     ],
 )
 def test_diagnostic_questions_go_to_the_ranking(question: str) -> None:
@@ -36,7 +38,26 @@ def test_diagnostic_questions_go_to_the_ranking(question: str) -> None:
         "Which phenotypes are characteristic of Marfan syndrome?",
         "Boy with seizures and microcephaly: which drug is first-line?",
         "Patients with Marfan syndrome have aortic root aneurysm and ectopia lentis",
+        # a vignette that asks a yes/no question of its own (PubMedQA's)
+        "A patient with myelomeningocele: is untethering necessary prior to scoliosis correction?",
+        "Child with seizures and microcephaly. Should an MRI be repeated?",
     ],
 )
 def test_treatment_test_and_other_questions_do_not(question: str) -> None:
     assert not asks_for_diagnosis(question)
+
+
+def _fact(type_: str, answers: bool = False, on_path: bool = False):  # noqa: ANN202 - EvidenceItem
+    from kg.retrieval.evidence import EvidenceItem
+
+    meta = {"type": type_, "answers": answers, "on_path": on_path}
+    return EvidenceItem(id=f"KG:A-{type_}-B", kind="kg", text="", title=None, url=None, score=0.5, meta=meta)
+
+
+def test_a_co_mention_on_a_path_does_not_put_the_facts_before_the_literature() -> None:
+    from kg.retrieval.retriever import facts_lead
+
+    assert not facts_lead([_fact("CO_MENTIONED", on_path=True), _fact("TREATS")])
+    assert facts_lead([_fact("CO_MENTIONED", on_path=True), _fact("TREATS", on_path=True)])
+    assert facts_lead([_fact("CO_MENTIONED", answers=True, on_path=True)])  # "is X mentioned with Y?"
+    assert facts_lead([_fact("ASSOCIATED_WITH", answers=True)]) and not facts_lead([])
