@@ -337,7 +337,7 @@ class Retriever:
                                 "pmids": pmids[:3],
                                 "seed": c.disease,
                                 "on_path": False,
-                                "ddx_rank": number,  # the entry of the answer
+                                "ddx_entry": number,  # the entry of the answer (its diseases: ddx_disease_rank)
                                 "ddx_disease_rank": rank,
                                 "ddx_disease_genes": c.genes[:3],
                                 "ddx_score": round(c.score, 4),

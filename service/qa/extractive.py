@@ -136,7 +136,7 @@ class ExtractiveComposer:
         with its own rank: "3. Dilated cardiomyopathy (DOID:12930), 2 of the diseases ranked: ..."."""
         by_entry: dict[int, dict[str, list[EvidenceItem]]] = {}
         for item in items:
-            by_entry.setdefault(item.meta["ddx_rank"], {}).setdefault(item.meta["subject"], []).append(item)
+            by_entry.setdefault(item.meta["ddx_entry"], {}).setdefault(item.meta["subject"], []).append(item)
         if not by_entry:
             return None
         parts = []
@@ -178,8 +178,8 @@ class ExtractiveComposer:
         return out
 
     def compose(self, question: str, bundle: EvidenceBundle) -> Answer:
-        ddx = [f for f in bundle.of_kind("kg") if "ddx_rank" in f.meta]
-        facts = [f for f in bundle.of_kind("kg") if "ddx_rank" not in f.meta]
+        ddx = [f for f in bundle.of_kind("kg") if "ddx_entry" in f.meta]
+        facts = [f for f in bundle.of_kind("kg") if "ddx_entry" not in f.meta]
         answering = [f for f in facts if f.meta.get("answers")]
         supported = [
             f for f in facts if not f.meta.get("answers") and (f.meta.get("on_path") or f.score >= self.fact_floor)
