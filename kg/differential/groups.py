@@ -21,7 +21,7 @@ __all__ = ["DifferentialEntry", "disease_classes", "group_ranked"]
 class DifferentialEntry:
     """One entry of a differential: ranked diseases, best first, each with its own 1-based rank, and
     the class that unites them (the Disease Ontology class they all map to, or, for one disease described
-    twice, the first's own id); ``None`` for an entry of one disease."""
+    twice, by name or cross-reference, the first's own id); ``None`` for an entry of one disease."""
 
     members: list[tuple[int, Candidate]] = field(default_factory=list)
     group: str | None = None
@@ -32,11 +32,18 @@ class DifferentialEntry:
         return self.members[0][1]
 
 
+_NAME = "name:"  # a key of a disease's name ("name:rett syndrome"), beside the ids it is mapped to
+
+
 def disease_classes(store: BaseGraphStore, diseases: Iterable[str]) -> dict[str, frozenset[str]]:
-    """Each disease with what the graph says it is: itself and its ``SAME_AS`` neighbours (the same disease
-    in another vocabulary, the Disease Ontology classes that cross-reference it)."""
+    """Each disease with what the graph says it is: itself, its ``SAME_AS`` neighbours (the same disease
+    in another vocabulary, the Disease Ontology classes that cross-reference it) and its name (OMIM and
+    Orphanet name many a disease alike, "Rett syndrome", where no cross-reference joins them)."""
     ids = list(dict.fromkeys(diseases))
     out: dict[str, set[str]] = {d: {d} for d in ids}
+    for disease, entity in store.get_entities(ids).items():
+        if name := " ".join(entity.name.casefold().split()):
+            out[disease].add(_NAME + name)
     for disease, _rel, other in store.edge_rows(ids, [SAME_AS], direction="both"):
         out[disease].add(other["id"])
     return {d: frozenset(keys) for d, keys in out.items()}
@@ -62,6 +69,7 @@ def group_ranked(
         if len(entry.members) > 1:
             lead = entry.lead.disease
             # a class of its own beside the members (a Disease Ontology class), else the first member
-            others = sorted(entry.shared - {d.disease for _, d in entry.members})
+            members = {d.disease for _, d in entry.members}
+            others = sorted(k for k in entry.shared - members if not k.startswith(_NAME))
             entry.group = others[0] if others else lead
     return out

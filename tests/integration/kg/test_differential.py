@@ -652,7 +652,8 @@ def test_term_vectors_survive_the_cache() -> None:
 
 def test_one_diseases_subtypes_and_descriptions_are_one_entry(store: BaseGraphStore) -> None:
     """The answer's entries gather the ranked diseases the graph maps to one Disease Ontology class (a
-    disease's numbered OMIM subtypes) or to each other (one disease in OMIM and Orphanet); each member
+    disease's numbered OMIM subtypes), to each other or that bear one name (one disease in OMIM and
+    Orphanet); each member
     keeps its own rank, a disease mapped to nothing else is an entry of its own, and an entry's class is
     what all its members share."""
     from kg.differential.case import Candidate
@@ -660,6 +661,10 @@ def test_one_diseases_subtypes_and_descriptions_are_one_entry(store: BaseGraphSt
 
     store.upsert_entities(
         [Entity(id=d, name=d, category="Disease") for d in ("OMIM:1", "OMIM:2", "OMIM:3", "OMIM:4", "ORPHA:5")]
+        + [
+            Entity(id="ORPHA:778", name="Rett syndrome", category="Disease"),
+            Entity(id="OMIM:312750", name="Rett  Syndrome", category="Disease"),
+        ]
         + [
             Entity(id="DOID:12930", name="dilated cardiomyopathy", category="Disease"),
             Entity(id="DOID:0110425", name="dilated cardiomyopathy 1A", category="Disease"),
@@ -672,13 +677,13 @@ def test_one_diseases_subtypes_and_descriptions_are_one_entry(store: BaseGraphSt
             Relation(subject="DOID:12930", type="SAME_AS", object="OMIM:3", source="xref"),
             Relation(subject="DOID:0110425", type="SAME_AS", object="OMIM:3", source="xref"),
             Relation(subject="OMIM:4", type="SAME_AS", object="ORPHA:5", source="xref"),
-            # an IS_A is no mapping: a subtype of a subtype of "genetic disease" is no entry with it
+            # the class's own IS_A maps no disease to "genetic disease": no key of OMIM:1 or OMIM:3
             Relation(subject="DOID:12930", type="IS_A", object="DOID:630", source="doid"),
         ]
     )
     classes = disease_classes(store, ["OMIM:1", "OMIM:2", "OMIM:3", "OMIM:4", "ORPHA:5"])
-    assert classes["OMIM:3"] == {"OMIM:3", "DOID:12930", "DOID:0110425"}
-    assert classes["OMIM:2"] == {"OMIM:2"}
+    assert classes["OMIM:3"] == {"OMIM:3", "DOID:12930", "DOID:0110425", "name:omim:3"}
+    assert classes["OMIM:2"] == {"OMIM:2", "name:omim:2"}
     ranked = [Candidate(d, 5.0 - i, 0.0) for i, d in enumerate(["OMIM:1", "OMIM:2", "ORPHA:5", "OMIM:3", "OMIM:4"])]
     entries = group_ranked(ranked, classes, entries=5)
     assert [[(r, c.disease) for r, c in e.members] for e in entries] == [
@@ -687,6 +692,10 @@ def test_one_diseases_subtypes_and_descriptions_are_one_entry(store: BaseGraphSt
         [(3, "ORPHA:5"), (5, "OMIM:4")],
     ]
     assert [e.group for e in entries] == ["DOID:12930", None, "ORPHA:5"]
+    # one disease named alike in OMIM and Orphanet, with no cross-reference between them, is one entry
+    rett = disease_classes(store, ["ORPHA:778", "OMIM:312750"])
+    both = group_ranked([Candidate("ORPHA:778", 2.0, 0.0), Candidate("OMIM:312750", 1.0, 0.0)], rett, 5)
+    assert [([c.disease for _, c in e.members], e.group) for e in both] == [(["ORPHA:778", "OMIM:312750"], "ORPHA:778")]
     # with room for two entries, a later member still joins its entry; a disease of its own does not fit
     two = group_ranked(ranked, classes, entries=2)
     assert [[c.disease for _, c in e.members] for e in two] == [["OMIM:1", "OMIM:3"], ["OMIM:2"]]
