@@ -8,7 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["FREQUENCY_TERMS", "RATIO", "describe_evidence_codes", "describe_frequencies", "describe_onsets"]
+__all__ = [
+    "FREQUENCY_TERMS",
+    "ONSET_EARLIEST_YEARS",
+    "RATIO",
+    "describe_evidence_codes",
+    "describe_frequencies",
+    "describe_onsets",
+]
 
 #: HPO's frequency terms: their names, and the middle of their range (the frequency the differential
 #: diagnosis counts for an annotation that gives the term).
@@ -44,6 +51,22 @@ ONSET_NAMES = {
     "HP:4000040": "puerperal onset",
     "HP:6000314": "perimenopausal onset",
     "HP:6000315": "postmenopausal onset",
+}
+#: The youngest age (years) of each onset class, by its HPO definition (infantile: from 28 days; childhood:
+#: 1 to 5 years; juvenile: 5 to 15; adult: 16 and over; middle age: 40 to 60; late: after 60); those
+#: before birth, at birth and neonatal begin at 0. What a patient's age rules out (kg/differential/patient.py).
+ONSET_EARLIEST_YEARS = {
+    **dict.fromkeys(["HP:0030674", "HP:0011460", "HP:0011461", "HP:0034199", "HP:0034198", "HP:0034197"], 0.0),
+    **dict.fromkeys(["HP:0003577", "HP:0003623", "HP:0410280"], 0.0),
+    "HP:0003593": 28 / 365.25,
+    "HP:0011463": 1.0,
+    "HP:0003621": 5.0,
+    **dict.fromkeys(["HP:0003581", "HP:0011462", "HP:0025708", "HP:4000040"], 16.0),
+    "HP:0025709": 19.0,
+    "HP:0025710": 25.0,
+    **dict.fromkeys(["HP:0003596", "HP:6000314"], 40.0),
+    "HP:6000315": 45.0,
+    "HP:0003584": 60.0,
 }
 EVIDENCE_CODE_NAMES = {
     "PCS": "published clinical study",

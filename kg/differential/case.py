@@ -90,8 +90,9 @@ class Candidate:
     # (observed, disease term, cosine)
     embedding: float | None = None
     semantic_matches: list[tuple[str, str, float]] = field(default_factory=list)
-    # (term, "observed" | "excluded", LR): each observed term and each excluded term that counts against
-    # the disease; excluded terms it does not have add a factor 1 / (1 - bg(x)) each
+    # (term, "observed" | "excluded" | "sex" | "age", LR): each observed term and each excluded term that
+    # counts against the disease; excluded terms it does not have add a factor 1 / (1 - bg(x)) each; the
+    # patient's sex (the disease's inheritance term) and age (its earliest onset term) where they count
     likelihood_ratios: list[tuple[str, str, float]] = field(default_factory=list)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from kg.differential.case import Candidate
 from kg.differential.frequencies import LRParams
+from kg.differential.patient import Patient
 from kg.differential.scoring import Scoring
 
 __all__ = ["Explanations"]
@@ -33,13 +34,14 @@ class Explanations(Scoring):
         prefixes: Sequence[str] = (),
         params: LRParams | None = None,
         genes: Sequence[str] = (),
+        patient: Patient | None = None,
     ) -> list[Candidate]:
         """The ``top_k`` diseases for a case, each with its matched phenotype pairs, the likelihood
-        ratio of each term, contradictions, genes and the PMIDs behind the matched annotations. With
-        candidate ``genes`` (e.g. those a sequencing test found variants in), only the diseases
-        associated with them, scored as among all."""
+        ratio of each term (and of the ``patient``'s sex and age), contradictions, genes and the PMIDs
+        behind the matched annotations. With candidate ``genes`` (e.g. those a sequencing test found
+        variants in), only the diseases associated with them, scored as among all."""
         p = params or LRParams()
-        score, _, parts = self.scores(observed, excluded, prefixes, p, baseline=False, genes=genes)
+        score, _, parts = self.scores(observed, excluded, prefixes, p, baseline=False, genes=genes, patient=patient)
         if not len(parts["obs"]):
             return []
         k = min(top_k, int(np.isfinite(score).sum()))
@@ -110,6 +112,7 @@ class Explanations(Scoring):
             if f >= p.excluded_min_frequency:
                 lr = max(1.0 - f, p.false_negative) / (1.0 - min(float(self.bg[x]), 0.99))
                 cand.likelihood_ratios.append((self.terms[x], "excluded", float(f"{lr:.4g}")))
+        cand.likelihood_ratios += parts["patient"].get(i, [])  # type: ignore[attr-defined]
         nots = self.negated.get(cand.disease, set())
         for q in (int(x) for x in parts["all_obs"]):
             if nots & set(self.ancestors[q].tolist()):

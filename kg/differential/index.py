@@ -176,10 +176,12 @@ class PhenotypeIndex(Explanations, Scoring, CaseReading):
         self.neg_terms = np.asarray([p[1] for p in pairs], dtype=np.int64)
         self._masks: dict[tuple[str, ...], np.ndarray] = {}
         self.__dict__.pop("_annotation_cache", None)
+        self.__dict__.pop("_patient_modes", None)
         self._set_ic: dict[tuple[str, ...], tuple[np.ndarray, list[np.ndarray]]] = {}
 
     def __getstate__(self) -> dict:  # the caches are rebuilt on first use
-        return {k: v for k, v in self.__dict__.items() if k not in ("_set_ic", "_by_gene", "_annotation_cache")}
+        transient = ("_set_ic", "_by_gene", "_annotation_cache", "_patient_modes")
+        return {k: v for k, v in self.__dict__.items() if k not in transient}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)

@@ -168,6 +168,8 @@ class PhenopacketCase:
     genes: list[str]
     diseases: list[str]  # the diagnoses: interpretations' diseases, then diseases not excluded
     pmids: list[str]
+    sex: str | None = None  # the subject's: "male" | "female" (None: unknown or other)
+    age_years: float | None = None  # the subject's age at the last encounter (an ISO 8601 duration)
 
 
 def _where(path: list[str | int], root: str) -> str:
@@ -280,7 +282,23 @@ def _case(p: Phenopacket) -> PhenopacketCase:
         genes=_unique(genes),
         diseases=_unique(diagnoses),
         pmids=_unique(pmids),
+        sex={"MALE": "male", "FEMALE": "female"}.get(
+            p.subject.DESCRIPTOR.fields_by_name["sex"].enum_type.values_by_number[p.subject.sex].name
+        ),
+        age_years=_years(p.subject.time_at_last_encounter.age.iso8601duration),
     )
+
+
+_DURATION = re.compile(r"^P(?:(\d+(?:\.\d+)?)Y)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)W)?(?:(\d+(?:\.\d+)?)D)?$")
+
+
+def _years(duration: str) -> float | None:
+    """An ISO 8601 duration of years, months, weeks and days ("P3Y6M") in years; None for none or another."""
+    m = _DURATION.match(duration.strip().upper()) if duration.strip() else None
+    if not m or not any(m.groups()):
+        return None
+    y, mo, w, d = (float(g) if g else 0.0 for g in m.groups())
+    return y + mo / 12 + w * 7 / 365.25 + d / 365.25
 
 
 def _unique(values: Iterable[str]) -> list[str]:

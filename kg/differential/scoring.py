@@ -11,6 +11,7 @@ import numpy as np
 
 from kg.differential.case import CaseReading, prefix_key
 from kg.differential.frequencies import LRParams
+from kg.differential.patient import Patient, patient_factors
 
 __all__ = ["Scoring"]
 
@@ -136,9 +137,11 @@ class Scoring(CaseReading):
         params: LRParams | None = None,
         baseline: bool = True,
         genes: Sequence[str] = (),
+        patient: Patient | None = None,
     ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(score, baseline, parts)`` for every disease (in ``self.diseases`` order); ``-inf`` outside
-        ``prefixes`` and, when ``genes`` are given, for the diseases associated with none of them.
+        ``prefixes`` and, when ``genes`` are given, for the diseases associated with none of them. The
+        ``patient``'s sex and age multiply the likelihood ratio (``kg/differential/patient.py``).
         ``parts["log10_lr"]`` is the likelihood ratio; the baseline is zeros unless ``baseline``. A case
         without an observed term the index knows scores 0 (and ``parts["obs"]`` is empty): nothing to
         rank it by."""
@@ -167,6 +170,10 @@ class Scoring(CaseReading):
             f = self.prop_freq[s:e]
             hit = f >= p.excluded_min_frequency
             log_lr[self.prop_disease[s:e][hit]] += np.log(np.maximum(1.0 - f[hit], p.false_negative))
+        patient_why: dict[int, list[tuple[str, str, float]]] = {}
+        if patient:
+            factors, patient_why = patient_factors(self, patient)
+            log_lr = log_lr + factors
         score = _z(log_lr, inside)
         if p.resnik_weight:
             score = score + p.resnik_weight * _z(resnik, inside)
@@ -191,6 +198,7 @@ class Scoring(CaseReading):
             "log10_lr": log_lr / math.log(10),
             "resnik": resnik,
             **({"embedding": embedding} if embedding is not None else {}),
+            "patient": patient_why,  # type: ignore[dict-item]  # disease row -> (term, "sex" | "age", LR)
         }
         return score, base, parts
 

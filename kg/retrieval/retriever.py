@@ -13,6 +13,7 @@ from typing import NamedTuple
 from kg.curie import source_url
 from kg.differential import PhenotypeIndex
 from kg.differential.groups import DifferentialEntry, disease_classes, group_ranked
+from kg.differential.patient import read_patient
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
@@ -228,7 +229,7 @@ class Retriever:
         timings["text"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        differential, ddx_items = self._differential(linked, graph.entities) if route_differential else ([], [])
+        differential, ddx_items = self._differential(query, linked, graph.entities) if route_differential else ([], [])
         if differential:
             timings["differential"] = time.perf_counter() - t
 
@@ -274,9 +275,10 @@ class Retriever:
         return len(_phenotypes(linked)[0]) >= DIFFERENTIAL_MIN_TERMS
 
     def _differential(
-        self, linked: list[LinkedEntity], entities: dict[str, Entity]
+        self, query: str, linked: list[LinkedEntity], entities: dict[str, Entity]
     ) -> tuple[list[DifferentialEntry], list[EvidenceItem]]:
-        """Diseases ranked for the question's phenotypes (those it negates, "no hypotonia", excluded),
+        """Diseases ranked for the question's phenotypes (those it negates, "no hypotonia", excluded) and
+        the patient it describes (sex and age: ``kg/differential/patient.py``),
         gathered into the answer's entries (``kg/differential/groups.py``: one disease's subtypes and
         descriptions together). An entry's evidence is its lead disease's ``HAS_PHENOTYPE`` facts that
         matched (best match first), then each other member's best match. The items come in
@@ -291,7 +293,8 @@ class Retriever:
             return [], []
         # a gene named as such (its symbol as written, "a de novo STXBP1 variant") narrows the ranking
         genes, _ = index.known_genes(e.name for e in linked if e.category == "Gene" and e.mention.strip() == e.name)
-        ranked = index.rank(observed, excluded, top_k=self.differential_depth, genes=genes)
+        patient = read_patient(query)
+        ranked = index.rank(observed, excluded, top_k=self.differential_depth, genes=genes, patient=patient)
         entries = group_ranked(ranked, disease_classes(self.graph, (c.disease for c in ranked)), self.differential_top)
         shown = [c for e in entries for _, c in e.members]
         groups = {e.group for e in entries if e.group}
@@ -343,6 +346,7 @@ class Retriever:
                                 "ddx_score": round(c.score, 4),
                                 "ddx_genes": genes,
                                 "ddx_excluded": [name.get(t, t) for t in excluded],
+                                "ddx_patient": patient.describe(),
                                 "observed": q,
                                 **group,
                             },

@@ -70,8 +70,27 @@ def differential(
         Path | None,
         typer.Option(
             "--phenopacket",
-            help="A GA4GH Phenopacket v2 (JSON): its observed and excluded phenotypic features and the genes of "
-            "its interpretations are added to the case.",
+            help="A GA4GH Phenopacket v2 (JSON): its observed and excluded phenotypic features, the genes of "
+            "its interpretations and its subject's sex and age are added to the case.",
+            show_default=False,
+        ),
+    ] = None,
+    sex: Annotated[
+        str | None,
+        typer.Option(
+            "--sex",
+            help="The patient's sex, male or female: weighs X- and Y-linked diseases (else read from --text or "
+            "the phenopacket).",
+            show_default=False,
+        ),
+    ] = None,
+    age: Annotated[
+        float | None,
+        typer.Option(
+            "--age",
+            min=0,
+            max=130,
+            help="The patient's age in years: a disease of later onset weighs less (else read as --sex is).",
             show_default=False,
         ),
     ] = None,
@@ -81,11 +100,14 @@ def differential(
     --phenopacket), with matched phenotypes, genes and PMIDs."""
     from kg.curie import normalize_curie
     from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
+    from kg.differential.patient import Patient, first_known, read_patient
     from kg.differential.phenopacket import read_phenopacket_file
     from kg.errors import InvalidInput
 
     if not terms and not text and not phenopacket:
         raise fail("give observed HPO terms (HP:...), --text or --phenopacket")
+    if sex is not None and sex.strip().lower() not in ("male", "female"):
+        raise fail(f"--sex is male or female, not {sex!r}")
     try:
         namespaces = disease_namespaces(namespace or [])  # omim, MIM, Orphanet... as OMIM, ORPHA
         packet = read_phenopacket_file(phenopacket) if phenopacket else None
@@ -110,7 +132,10 @@ def differential(
         genes, unknown_genes = index.known_genes(gene or [])
         if unknown_genes and not genes:
             raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespaces, genes=genes)
+        from_packet = Patient(packet.sex, packet.age_years) if packet else None
+        given = Patient(sex.strip().lower() if sex else None, age)
+        patient = first_known(given, from_packet, read_patient(text or ""))
+        ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespaces, genes=genes, patient=patient)
         mentioned = terms_mentioned(ranked, known, excluded)
         names = c.graph.get_entities([r.disease for r in ranked] + mentioned)
     data = {
@@ -121,6 +146,7 @@ def differential(
         "ignored_terms": case.ignored,
         "replaced_terms": {**index.replacements(observed), **index.replacements(given_excluded, broaden=False)},
         "excluded": excluded,
+        "patient": {"sex": patient.sex, "age_years": patient.age_years},
         "genes": genes,
         "unknown_genes": unknown_genes,
         "views": index.views(),
@@ -143,6 +169,8 @@ def differential(
             err.print(f"no disease in the graph is associated with {', '.join(d['unknown_genes'])}: ignored")
         if d["genes"]:
             err.print(f"only the diseases associated with {', '.join(d['genes'])}")
+        if said := Patient(**d["patient"]).describe():
+            err.print(f"{said[0].upper()}{said[1:]}: X- and Y-linked diseases and later onsets weighed")
         if not d["diseases"]:  # only a namespace or the genes leave nothing (or a graph without annotations)
             where = f" in {', '.join(namespaces)}" if namespaces else ""
             where += f" among the diseases of {', '.join(d['genes'])}" if d["genes"] else ""

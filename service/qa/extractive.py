@@ -162,7 +162,9 @@ class ExtractiveComposer:
         genes = items[0].meta.get("ddx_genes") or []
         among = f" (those associated with {_join(genes)})" if genes else ""
         excluded = items[0].meta.get("ddx_excluded") or []
-        without = f" ({_join(excluded)} excluded)" if excluded else ""
+        said = [p] if (p := items[0].meta.get("ddx_patient")) else []
+        said += [f"{_join(excluded)} excluded"] if excluded else []
+        without = f" ({'; '.join(said)})" if said else ""
         lead = f"Diseases{among} ranked by similarity of their HPO annotations to the observed phenotypes{without}: "
         return lead + "; ".join(parts) + "."
 

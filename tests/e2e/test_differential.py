@@ -369,3 +369,55 @@ def test_a_match_by_meaning_alone_is_shown(tmp_path: Path) -> None:
     assert top["disease"] == "OMIM:200001" and top["matches"] == []
     assert [m[:2] for m in top["semantic_matches"]] == [["HP:0002359", "HP:0002527"]]
     assert top["semantic_matches"][0][2] > 0.6 and data["views"][-1] == "embedding"
+
+
+def test_the_patients_sex_and_age_over_http_and_the_cli(tmp_path: Path) -> None:
+    """Sex and age, given, read from the text or from a phenopacket's subject (in that order of trust),
+    weigh an X-linked recessive disease: first for a boy, last for a girl, each with the LR and the term
+    behind it; the answer says what it counted."""
+    c = build(tmp_path / "data")
+    c.graph.upsert_entities(
+        [Entity(id=t, name=n, category="Phenotype") for t, n in (("HP:0000005", "Mode of inheritance"),
+                                                                ("HP:0001419", "X-linked recessive inheritance"))]
+    )  # fmt: skip
+    c.graph.upsert_relations(
+        [
+            Relation(subject="HP:0000005", type="IS_A", object="HP:0000001", source="hp"),
+            Relation(subject="HP:0001419", type="IS_A", object="HP:0000005", source="hp"),
+            Relation(subject="OMIM:100002", type="HAS_PHENOTYPE", object="HP:0001250"),
+            Relation(subject="OMIM:100002", type="HAS_INHERITANCE", object="HP:0001419"),
+        ]
+    )
+    c.forget_phenotype_cache()
+    with TestClient(create_app(container=c)) as client:
+
+        def ask(body: dict) -> dict:
+            r = client.post("/v1/differential", json=body)
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        case = {"terms": ["HP:0001250", "HP:0000252"]}
+        boy = ask({**case, "sex": "male"})
+        assert [d["disease"] for d in boy["diseases"]] == ["OMIM:100002", "OMIM:100001"]
+        assert {"term": "HP:0001419", "status": "sex", "lr": 1.8} in boy["diseases"][0]["likelihood_ratios"]
+        assert boy["patient"] == {"sex": "male", "age_years": None}
+        girl = ask({"text": "A 2-year-old girl with seizures and microcephaly"})
+        assert girl["patient"] == {"sex": "female", "age_years": 2.0}
+        assert [d["disease"] for d in girl["diseases"]] == ["OMIM:100001", "OMIM:100002"]
+        assert ask({**case, "sex": "male", "text": "a girl"})["patient"]["sex"] == "male"  # given before read
+        packet = {
+            "id": "p1",
+            "subject": {"id": "s1", "sex": "MALE", "timeAtLastEncounter": {"age": {"iso8601duration": "P6M"}}},
+            "phenotypicFeatures": [{"type": {"id": "HP:0001250"}}, {"type": {"id": "HP:0000252"}}],
+            "metaData": {"created": "2024-01-01T00:00:00Z", "createdBy": "t", "phenopacketSchemaVersion": "2.0"},
+        }
+        assert ask(packet)["patient"] == {"sex": "male", "age_years": 0.5}
+        assert client.post("/v1/differential", json={**case, "sex": "other"}).status_code == 422
+    c.close()
+    env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
+    r = run(["differential", "HP:0001250", "HP:0000252", "--sex", "male", "--age", "4", "--json"], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["patient"] == {"sex": "male", "age_years": 4.0} and data["diseases"][0]["disease"] == "OMIM:100002"
+    bad = run(["differential", "HP:0001250", "--sex", "unknown"], env, tmp_path)
+    assert bad.returncode == 2 and "--sex is male or female" in bad.stderr

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, RootModel, field_validator, model_validator
 
 from kg.curie import normalize_curie
 from kg.differential import disease_namespaces, terms_in_text, terms_mentioned
+from kg.differential.patient import Patient, first_known, read_patient
 from kg.differential.phenopacket import (
     HPO_TERM_PATTERN,
     PHENOPACKET_FIELDS,
@@ -85,11 +86,23 @@ class DifferentialRequest(BaseModel):
         "the diseases associated with them.",
     )
 
+    sex: Literal["male", "female"] | None = Field(
+        default=None,
+        description="The patient's sex: weighs each disease's mode of inheritance (an X-linked recessive disease "
+        "is seen mostly in males). Else read from the text (a boy, she) or the phenopacket's subject.",
+    )
+    age_years: float | None = Field(
+        default=None,
+        ge=0,
+        le=130,
+        description="The patient's age in years: a disease whose every annotated onset is later weighs less. Else "
+        "read from the text (a 3-year-old) or the phenopacket's subject (its age at the last encounter).",
+    )
     phenopacket: Phenopacket | None = Field(
         default=None,
         description="A GA4GH Phenopacket v2: its observed and excluded phenotypic features are added to terms and "
-        "excluded, the genes of its interpretations (all but REJECTED) to genes. The whole body may be the "
-        "phenopacket instead.",
+        "excluded, the genes of its interpretations (all but REJECTED) to genes, its subject's sex and age "
+        "to sex and age_years. The whole body may be the phenopacket instead.",
     )
     _case: PhenopacketCase | None = PrivateAttr(default=None)
 
@@ -129,6 +142,12 @@ class DifferentialRequest(BaseModel):
     def all_genes(self) -> list[str]:
         return list(dict.fromkeys([*self.genes, *(self._case.genes if self._case else [])]))
 
+    @property
+    def patient(self) -> Patient:
+        """The sex and age given, else those of the phenopacket's subject, else those the text states."""
+        case = Patient(self._case.sex, self._case.age_years) if self._case else None
+        return first_known(Patient(self.sex, self.age_years), case, read_patient(self.text or ""))
+
 
 class Match(BaseModel):
     observed: str
@@ -144,8 +163,16 @@ class SemanticMatch(BaseModel):
 
 class TermLR(BaseModel):
     term: str
-    status: str = Field(description="observed, or excluded (a term the disease has at least very frequently)")
-    lr: float = Field(description="Likelihood ratio of the term for this disease.")
+    status: str = Field(
+        description="observed, excluded (a term the disease has at least very frequently), sex (term: the "
+        "disease's X- or Y-linked mode of inheritance) or age (term: its earliest onset, later than the patient's age)"
+    )
+    lr: float = Field(description="Likelihood ratio of the term (or of the patient's sex or age) for this disease.")
+
+
+class PatientOut(BaseModel):
+    sex: str | None = Field(description="male, female, or null when neither was given nor read.")
+    age_years: float | None
 
 
 class DiseaseOut(BaseModel):
@@ -194,6 +221,11 @@ class DifferentialResponse(BaseModel):
         description="Known terms given that the ranking does not count, each with why: a mode of inheritance, onset or "
         "course (no phenotypic abnormality), or an excluded term that an observed one is or implies.",
     )
+    patient: PatientOut = Field(
+        default_factory=lambda: PatientOut(sex=None, age_years=None),
+        description="The patient's sex and age the ranking weighed (given, from the phenopacket, or read from "
+        "the text).",
+    )
     genes: list[str] = Field(default_factory=list, description="The candidate genes the ranking was restricted to.")
     unknown_genes: list[str] = Field(
         default_factory=list, description="Candidate genes given that no disease in the graph is associated with."
@@ -241,7 +273,12 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         )
     elif unknown_genes and not genes:
         reason = f"no disease in the graph is associated with {', '.join(unknown_genes)}"
-    ranked = [] if reason else index.rank(known, excluded, top_k=request.top_k, prefixes=namespaces, genes=genes)
+    patient = request.patient
+    ranked = (
+        []
+        if reason
+        else index.rank(known, excluded, top_k=request.top_k, prefixes=namespaces, genes=genes, patient=patient)
+    )
     terms = terms_mentioned(ranked, known, excluded)
     names = c.graph.get_entities([*(r.disease for r in ranked), *terms])
     return DifferentialResponse(
@@ -256,6 +293,7 @@ def differential(c: Deps, request: DifferentialRequest) -> DifferentialResponse:
         },
         excluded=excluded,
         reason=reason,
+        patient=PatientOut(sex=patient.sex, age_years=patient.age_years),
         genes=genes,
         unknown_genes=unknown_genes,
         views=index.views(),

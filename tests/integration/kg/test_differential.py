@@ -711,3 +711,49 @@ def test_one_diseases_subtypes_and_descriptions_are_one_entry(store: BaseGraphSt
         ["OMIM:1", "OMIM:2"],
         ["OMIM:3"],
     ]
+
+
+def test_the_patients_sex_and_age_weigh_inheritance_and_onset(store: BaseGraphStore) -> None:
+    """Three diseases alike in their phenotypes: an X-linked recessive one ranks first for a boy and last
+    for a girl (LR 1.8 and 0.2), one whose only onset is in adulthood drops for a 3-year-old (LR 0.2)
+    and not for a 30-year-old; each factor is listed with the inheritance or onset term behind it, and a
+    patient of unknown sex and age changes nothing."""
+    from kg.differential.patient import Patient
+
+    terms = {"HP:0000001": None, "HP:0000118": "HP:0000001", "HP:0000005": "HP:0000001"}
+    terms |= {"HP:0000007": "HP:0000005", "HP:0001417": "HP:0000005", "HP:0001419": "HP:0001417"}
+    terms |= {"HP:0003674": "HP:0000001", "HP:0003581": "HP:0003674", "HP:0003577": "HP:0003674"}
+    terms |= {"HP:0001250": "HP:0000118", "HP:0001252": "HP:0000118"}
+    store.upsert_entities([Entity(id=t, name=t, category="Phenotype") for t in terms])
+    store.upsert_entities([Entity(id=d, name=d, category="Disease") for d in ("OMIM:1", "OMIM:2", "OMIM:3")])
+    store.upsert_relations(
+        [Relation(subject=t, type="IS_A", object=p, source="hp") for t, p in terms.items() if p]
+        + [phenotype(d, t) for d in ("OMIM:1", "OMIM:2", "OMIM:3") for t in ("HP:0001250", "HP:0001252")]
+        + [
+            # X-linked recessive (HPO states the general "X-linked" beside it), autosomal recessive twice
+            Relation(subject="OMIM:1", type="HAS_INHERITANCE", object="HP:0001419", source="hpo"),
+            Relation(subject="OMIM:1", type="HAS_INHERITANCE", object="HP:0001417", source="hpo"),
+            Relation(subject="OMIM:2", type="HAS_INHERITANCE", object="HP:0000007", source="hpo"),
+            Relation(subject="OMIM:2", type="HAS_CLINICAL_COURSE", object="HP:0003581", source="hpo"),
+            Relation(subject="OMIM:3", type="HAS_INHERITANCE", object="HP:0000007", source="hpo"),
+            Relation(subject="OMIM:3", type="HAS_CLINICAL_COURSE", object="HP:0003577", source="hpo"),
+        ]
+    )
+    index = PhenotypeIndex.from_graph(store)
+    case = ["HP:0001250", "HP:0001252"]
+
+    def ranked(patient: Patient | None) -> list[tuple[str, list]]:
+        return [
+            (c.disease, [lr for lr in c.likelihood_ratios if lr[1] in ("sex", "age")])
+            for c in index.rank(case, patient=patient)
+        ]
+
+    plain = index.scores(case, baseline=False)[0]
+    assert np.allclose(index.scores(case, baseline=False, patient=Patient())[0], plain)
+    boy = ranked(Patient("male"))
+    assert boy[0] == ("OMIM:1", [("HP:0001419", "sex", 1.8)])
+    girl = ranked(Patient("female"))
+    assert girl[-1] == ("OMIM:1", [("HP:0001419", "sex", 0.2)])
+    toddler = ranked(Patient(None, 3.0))
+    assert toddler[-1] == ("OMIM:2", [("HP:0003581", "age", 0.2)])
+    assert all(not why for _, why in ranked(Patient(None, 30.0)))
