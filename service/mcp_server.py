@@ -127,6 +127,12 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
             dict[str, Any] | None,
             Field(description="A GA4GH Phenopacket v2: its features and interpretations' genes join the case."),
         ] = None,
+        sex: Annotated[
+            Literal["male", "female"] | None, Field(description="The patient's sex: weighs X- and Y-linked diseases.")
+        ] = None,
+        age_years: Annotated[
+            float | None, Field(ge=0, le=130, description="The patient's age: a later-onset disease weighs less.")
+        ] = None,
     ) -> DifferentialResponse:
         """Rare diseases (OMIM, Orphanet) ranked for a patient's phenotypes (HPO terms, text or a phenopacket),
         each with its matched phenotypes, likelihood ratios, genes and PMIDs."""
@@ -140,6 +146,8 @@ def build_server(container: Callable[[], Container], observe: Callable[[QARespon
                     "namespaces": namespaces or [],
                     "top_k": top_k,
                     "phenopacket": phenopacket,
+                    "sex": sex,
+                    "age_years": age_years,
                 }  # fmt: skip
             )
             return differential_route.differential(container(), request)

@@ -80,6 +80,8 @@ async def _every_tool(session: ClientSession, knee: str) -> None:
     assert "KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166" in cited and "[" in answer["answer"]
     ranked = await _call(session, "differential", terms=["HP:0001250", "HP:0000252"], top_k=2)
     assert ranked["diseases"][0]["disease"] == "OMIM:100001"
+    aged = await _call(session, "differential", terms=["HP:0001250"], sex="female", age_years=3)
+    assert aged["patient"] == {"sex": "female", "age_years": 3.0}
     packet = as_phenopacket({"id": "p", "observed": ["HP:0001252"], "diseases": ["OMIM:100002"], "genes": ["TBCK"]})
     by_packet = await _call(session, "differential", phenopacket=packet)
     assert by_packet["genes"] == ["TBCK"] and [d["disease"] for d in by_packet["diseases"]] == ["OMIM:100002"]
