@@ -26,6 +26,7 @@ from eval.trust_questions import VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED, VIGNE
 from kg.curie import try_normalize_curie
 from kg.differential import PhenotypeIndex, terms_in_text
 from kg.differential.groups import disease_classes, group_ranked
+from kg.differential.patient import Patient
 from kg.differential.phenopacket import read_phenopacket
 from kg.errors import InvalidInput
 from kg.graph.base import BaseGraphStore
@@ -101,7 +102,8 @@ def _phenopacket_files(path: Path) -> Iterator[tuple[str, str, bytes]]:
 
 def read_phenopackets(path: Path, limit: int | None = None) -> tuple[list[tuple[int, dict]], list[str]]:
     """The cases of the first ``limit`` phenopackets under ``path`` (``_phenopacket_files``) in the reduced
-    form (id, pmids, observed, excluded, diseases, genes, cohort), each with its position, and the files that
+    form (id, pmids, observed, excluded, diseases, genes, cohort; the subject's sex and age_years where it
+    states them), each with its position, and the files that
     are not a phenopacket with phenotypic features and a diagnosis, each as ``FILE: reason`` naming the field."""
     cases: list[tuple[int, dict]] = []
     malformed: list[str] = []
@@ -127,6 +129,8 @@ def read_phenopackets(path: Path, limit: int | None = None) -> tuple[list[tuple[
             "diseases": packet.diseases,
             "genes": packet.genes,
             "cohort": cohort,
+            **({"sex": packet.sex} if packet.sex else {}),
+            **({"age_years": packet.age_years} if packet.age_years is not None else {}),
         }
         cases.append((position, case))
     return cases, malformed
@@ -312,6 +316,7 @@ def evaluate(
     # given the causal gene: (diseases of the gene ranked, rank under medkg, Resnik BMA, pyhpo)
     with_gene: list[GeneRanks] = []
     entry_ranks: list[int | None] = []  # the diagnosis' entry among the first ENTRIES (None: in none)
+    with_patient: list[tuple[int | None, int | None]] = []  # a case stating sex or age: (rank without, with)
     unmapped = no_known_term = too_few = 0
     latencies, latencies_10 = [], []
     for line, case in numbered:
@@ -360,6 +365,9 @@ def evaluate(
             run.ranks.append(index.rank_of(linked_score, targets) if linked_score is not None else None)
         if case.get("genes"):
             with_gene.append(_gene_ranks(index, case["genes"], targets, (score, baseline, pyhpo_score)))
+        if patient := Patient(case.get("sex"), case.get("age_years")):  # phenopacket-store states them
+            weighed = index.scores(observed, excluded, prefixes=namespaces, baseline=False, patient=patient)[0]
+            with_patient.append((ours[-1][1], index.rank_of(weighed, targets)))
     p50, p95 = _percentiles(latencies)
     p50_10, p95_10 = _percentiles(latencies_10)
     result = {
@@ -390,6 +398,12 @@ def evaluate(
             for name, ranks in (("baseline_resnik_bma", base), ("baseline_pyhpo", pyhpo_like))
         },
         "given_the_gene": _gene_metrics(with_gene),
+        # the cases that state the patient's sex or age, ranked without and with them (the dev JSONL states none)
+        "with_the_patient": {
+            "cases": len(with_patient),
+            "without": _metrics([r for r, _ in with_patient]),
+            "with": _metrics([r for _, r in with_patient]),
+        },
         **({"entries": _entry_metrics(entry_ranks, [r for _, r in ours])} if entries else {}),
         **({"as_text": {variant: run.summary() for variant, run in texts.items()}} if texts else {}),
         "latency_ms_p50": p50,
@@ -573,6 +587,15 @@ def report(result: dict) -> None:
             f"terms found negated ({t['excluded_stated']} read as stated), {t['other_terms']} other terms; "
             f"ranked from the text: top-1 {t['top1']:.3f}, top-10 {t['top10']:.3f}, MRR {t['mrr']:.3f}"
         )
+    patient = result.get("with_the_patient") or {}
+    if patient.get("cases"):
+        print(f"the {patient['cases']} cases that state the patient's sex or age, ranked without and with them:")
+        for name in ("without", "with"):
+            m = patient[name]
+            print(
+                f"{'sex and age: ' + name:<36} {m['n']:>4} {m['top1']:>6.3f} {m['top3']:>6.3f} {m['top10']:>7.3f} "
+                f"{m['mrr']:>6.3f}"
+            )
     if entries := result.get("entries"):
         print(
             f"the diagnosis among a QA answer's entries ({entries['n']} cases; a disease's subtypes in one): "

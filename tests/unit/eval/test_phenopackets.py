@@ -170,3 +170,32 @@ def test_the_diagnosis_among_a_qa_answers_entries(tmp_path, store, capsys) -> No
     assert "first 0.500, first three 1.000, first five 1.000 (among the first five diseases: 1.000)" in (
         capsys.readouterr().out
     )
+
+
+def test_cases_that_state_the_patient_are_ranked_without_and_with_it(tmp_path, capsys) -> None:  # noqa: ANN001
+    """A case that states the patient's sex or age (phenopacket-store's subject) is also ranked with them:
+    a girl whose diagnosis is X-linked recessive ranks it lower; a case that states neither is not counted."""
+    from eval.phenopackets import evaluate, report
+    from kg.differential import PhenotypeIndex
+
+    parents = {"HP:0000118": ["HP:0000001"], "HP:0000005": ["HP:0000001"], "HP:0001419": ["HP:0000005"]}
+    parents |= {"HP:0001250": ["HP:0000118"], "HP:0000252": ["HP:0000118"]}
+    annotations = {
+        "OMIM:100001": [("HP:0001250", 0.5, []), ("HP:0000252", 0.5, [])],
+        "OMIM:100002": [("HP:0001250", 0.5, []), ("HP:0000252", 0.5, [])],
+    }
+    index = PhenotypeIndex(sorted({"HP:0000001", *parents}), parents, annotations, {}, {"OMIM:100002": ["HP:0001419"]})
+    rows = [
+        {"observed": ["HP:0001250", "HP:0000252"], "diseases": ["OMIM:100002"], "sex": "male"},
+        {"observed": ["HP:0001250", "HP:0000252"], "diseases": ["OMIM:100002"], "sex": "female", "age_years": 3},
+        {"observed": ["HP:0001250", "HP:0000252"], "diseases": ["OMIM:100002"]},
+    ]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    result = evaluate(index, NoSameAs(), cases)  # type: ignore[arg-type]
+    patient = result["with_the_patient"]
+    assert patient["cases"] == 2
+    assert (patient["without"]["top1"], patient["with"]["top1"]) == (0.0, 0.5)  # tied, then first for the boy
+    assert result["medkg"]["n"] == 3
+    report(result)
+    assert "the 2 cases that state the patient's sex or age, ranked without and with them" in capsys.readouterr().out
