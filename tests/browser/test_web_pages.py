@@ -244,6 +244,15 @@ def test_differential_with_autocomplete_and_an_excluded_term(live_server: str, b
     rows = browser.find_elements(_by("css"), "#results tbody tr")
     assert [r.get_attribute("data-disease") for r in rows] == ["OMIM:100002"]
     assert "genes of no disease in the graph: NOSUCHGENE" in browser.find_element(_by("id"), "results-summary").text
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element(_by("id"), "sex")).select_by_value("female")  # who the patient is
+    browser.find_element(_by("id"), "age").send_keys("3")
+    browser.find_element(_by("id"), "rank-button").click()
+    _wait(
+        browser,
+        lambda d: "weighed for a female patient aged 3 years" in d.find_element(_by("id"), "results-summary").text,
+    )
     assert _axe_violations(browser) == []
     assert _severe_logs(browser) == []
 

@@ -178,6 +178,11 @@
     if (ignored.length) parts.push(`not counted: ${ignored.map(([t, why]) => `${named(t)} (${why})`).join(", ")}`);
     if (r.genes.length) parts.push(`only the diseases of ${r.genes.join(", ")}`);
     if (r.unknown_genes.length) parts.push(`genes of no disease in the graph: ${r.unknown_genes.join(", ")}`);
+    const p = r.patient || {};
+    if (p.sex || p.age_years != null) {
+      const age = p.age_years == null ? "" : ` aged ${p.age_years >= 1 ? `${+p.age_years.toFixed(1)} years` : `${Math.round(p.age_years * 12)} months`}`;
+      parts.push(`weighed for a ${p.sex || ""}${p.sex ? " " : ""}patient${age} (X- and Y-linked diseases, later onsets)`);
+    }
     $("results-summary").textContent = parts.join(" · ");
     $("results-section").hidden = false;
   }
@@ -202,7 +207,16 @@
       const started = performance.now();
       const r = await api("/v1/differential", {
         method: "POST",
-        json: { terms: observed, excluded, text: text || null, top_k: Number($("top-k").value) || 10, namespaces: namespace ? [namespace] : [], genes },
+        json: {
+          terms: observed,
+          excluded,
+          text: text || null,
+          top_k: Number($("top-k").value) || 10,
+          namespaces: namespace ? [namespace] : [],
+          genes,
+          sex: $("sex").value || null,
+          age_years: $("age").value === "" ? null : Number($("age").value),
+        },
       });
       renderResults(r);
       status.textContent = `${r.diseases.length} diseases in ${Math.round(performance.now() - started)} ms.`;
