@@ -51,13 +51,15 @@ LATER_ONSET_LR = 0.2
 _MALE = re.compile(r"\b(boy|man|male|gentleman|he|his|him)\b", re.IGNORECASE)
 _FEMALE = re.compile(r"\b(girl|woman|female|lady|she|her|hers|pregnant)\b", re.IGNORECASE)
 _NUMBERS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+# the patient's age now, not a feature's onset: "a 45-year-old woman", "a woman aged 45" (not "seizures
+# since age 3"), a vignette that opens with "A newborn" (not "neonatal hypotonia")
 _AGE = re.compile(
     r"\b(\d{1,3}(?:\.\d+)?|" + "|".join(_NUMBERS) + r")[- ](years?|yrs?|months?|weeks?|days?)[- ]old\b"
-    r"|\baged? (\d{1,3})\b",
+    r"|\baged (\d{1,3})\b",
     re.IGNORECASE,
 )
 _UNIT_YEARS = {"y": 1.0, "m": 1 / 12, "w": 7 / 365.25, "d": 1 / 365.25}
-_AGE_WORDS = {"newborn": 0.0, "neonate": 0.0, "neonatal": 0.0}
+_NEWBORN = re.compile(r"^\W*(an? )?((male|female) )?(newborn|neonate)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,8 @@ def read_patient(text: str) -> Patient:
         else:  # "3-year-old", "six-month-old"
             word = m[1].lower()
             age = (_NUMBERS[word] if word in _NUMBERS else float(word)) * _UNIT_YEARS[m[2][0].lower()]
-    elif m := re.search(r"\b(" + "|".join(_AGE_WORDS) + r")\b", text, re.IGNORECASE):
-        age = _AGE_WORDS[m[1].lower()]
+    elif _NEWBORN.search(text):
+        age = 0.0
     return Patient(sex, age)
 
 

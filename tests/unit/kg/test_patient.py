@@ -17,6 +17,9 @@ from kg.differential.patient import Patient, read_patient
         ("He has seizures; she has none", None, None),  # both: nothing said of this patient
         ("A 10-day-old male with jaundice", "male", 10 / 365.25),
         ("Human immunodeficiency virus and mandibular hypoplasia", None, None),  # no sex in "human"
+        # a feature's onset is not the patient's age
+        ("Patient with neonatal hypotonia and seizures since age 3", None, None),
+        ("A female newborn with hypotonia", "female", 0.0),
     ],
 )
 def test_sex_and_age_as_a_vignette_states_them(text: str, sex: str | None, age: float | None) -> None:
