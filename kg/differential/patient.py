@@ -10,14 +10,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from kg.annotation_terms import ONSET_EARLIEST_YEARS
-
-if TYPE_CHECKING:
-    from kg.differential.scoring import Scoring
 
 __all__ = ["Patient", "first_known", "patient_factors", "read_patient"]
 
@@ -60,6 +57,20 @@ _AGE = re.compile(
 )
 _UNIT_YEARS = {"y": 1.0, "m": 1 / 12, "w": 7 / 365.25, "d": 1 / 365.25}
 _NEWBORN = re.compile(r"^\W*(an? )?((male|female) )?(newborn|neonate)\b", re.IGNORECASE)
+
+
+class DiseaseTerms(Protocol):
+    """What the factors read of the phenotype index: each disease's HPO terms of every aspect."""
+
+    terms: list[str]
+    term_index: dict[str, int]
+    diseases: list[str]
+    set_terms: np.ndarray
+    set_offsets: np.ndarray
+    __dict__: dict
+
+    @property
+    def set_sizes(self) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,9 @@ def read_patient(text: str) -> Patient:
     return Patient(sex, age)
 
 
-def patient_factors(index: Scoring, patient: Patient) -> tuple[np.ndarray, dict[int, list[tuple[str, str, float]]]]:
+def patient_factors(
+    index: DiseaseTerms, patient: Patient
+) -> tuple[np.ndarray, dict[int, list[tuple[str, str, float]]]]:
     """``log LR`` of ``patient`` for every disease of ``index`` (0 where sex and age say nothing), and for
     each disease it changes, why: ``(term, "sex" | "age", LR)`` with the inheritance or onset term."""
     modes, onsets = _disease_modes(index)
@@ -127,7 +140,7 @@ def patient_factors(index: Scoring, patient: Patient) -> tuple[np.ndarray, dict[
     return log_lr, why
 
 
-def _disease_modes(index: Scoring) -> tuple[np.ndarray, np.ndarray]:
+def _disease_modes(index: DiseaseTerms) -> tuple[np.ndarray, np.ndarray]:
     """Each disease's sex-linked mode (``X_LINKED_RECESSIVE``, ``X_LINKED_DOMINANT``, ``Y_LINKED``, or
     "" when its modes are others or mixed) and its earliest onset (years, the onset term's index; -inf
     and -1 without one), from its HPO terms of all aspects; kept beside the index, unpickled."""

@@ -413,6 +413,7 @@ def test_the_patients_sex_and_age_over_http_and_the_cli(tmp_path: Path) -> None:
         }
         assert ask(packet)["patient"] == {"sex": "male", "age_years": 0.5}
         assert client.post("/v1/differential", json={**case, "sex": "other"}).status_code == 422
+        assert client.post("/v1/differential", json={**case, "age_years": False}).status_code == 422  # no age 0
     c.close()
     env = {"MEDKG_DATA_DIR": str(tmp_path / "data")}
     r = run(["differential", "HP:0001250", "HP:0000252", "--sex", "male", "--age", "4", "--json"], env, tmp_path)

@@ -95,6 +95,7 @@ class DifferentialRequest(BaseModel):
         default=None,
         ge=0,
         le=130,
+        strict=True,  # a number: false is no age of 0
         description="The patient's age in years: a disease whose every annotated onset is later weighs less. Else "
         "read from the text (a 3-year-old) or the phenopacket's subject (its age at the last encounter).",
     )
