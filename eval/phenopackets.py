@@ -25,7 +25,7 @@ import numpy as np
 from eval.trust_questions import VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED, VIGNETTE_OBSERVED
 from kg.curie import try_normalize_curie
 from kg.differential import PhenotypeIndex, terms_in_text
-from kg.differential.groups import disease_classes, group_ranked
+from kg.differential.groups import ENTRIES, ENTRY_DEPTH, disease_classes, group_ranked
 from kg.differential.patient import Patient
 from kg.differential.phenopacket import read_phenopacket
 from kg.errors import InvalidInput
@@ -149,9 +149,6 @@ def _metrics(ranks: list[int | None]) -> dict[str, float]:
         "top10": round(sum(1 for r in ranks if r and r <= 10) / n, 3),
         "mrr": round(sum(1 / r for r in ranks if r) / n, 3),
     }
-
-
-ENTRIES, ENTRY_DEPTH = 5, 50  # what a QA answer lists: five entries of the first 50 diseases ranked
 
 
 def _entry_metrics(entry_ranks: list[int | None], disease_ranks: list[int | None]) -> dict[str, float]:

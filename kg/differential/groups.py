@@ -14,7 +14,9 @@ from kg.differential.case import Candidate
 from kg.graph.base import BaseGraphStore
 from kg.model import SAME_AS
 
-__all__ = ["DifferentialEntry", "disease_classes", "group_ranked"]
+__all__ = ["ENTRIES", "ENTRY_DEPTH", "DifferentialEntry", "disease_classes", "group_ranked"]
+
+ENTRIES, ENTRY_DEPTH = 5, 50  # what an answer lists: five entries of the diseases ranked among the first 50
 
 
 @dataclass

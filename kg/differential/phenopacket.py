@@ -22,6 +22,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from phenopackets import Phenopacket
 
 from kg.curie import normalize_curie
+from kg.differential.patient import Patient
 from kg.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -170,6 +171,10 @@ class PhenopacketCase:
     pmids: list[str]
     sex: str | None = None  # the subject's: "male" | "female" (None: unknown or other)
     age_years: float | None = None  # the subject's age at the last encounter (an ISO 8601 duration)
+
+    @property
+    def patient(self) -> Patient:
+        return Patient(self.sex, self.age_years)
 
 
 def _where(path: list[str | int], root: str) -> str:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from kg.curie import source_url
 from kg.differential import PhenotypeIndex
-from kg.differential.groups import DifferentialEntry, disease_classes, group_ranked
+from kg.differential.groups import ENTRIES, ENTRY_DEPTH, DifferentialEntry, disease_classes, group_ranked
 from kg.differential.patient import read_patient
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
@@ -126,8 +126,8 @@ class Retriever:
         fact_floor: float = 0.3,
         facts_per_passage: int = 3,
         phenotypes: Callable[[], PhenotypeIndex] | None = None,
-        differential_top: int = 5,
-        differential_depth: int = 50,
+        differential_top: int = ENTRIES,
+        differential_depth: int = ENTRY_DEPTH,
     ) -> None:
         """``phenotypes``: gives the phenotype index (built on first use) for questions that list
         phenotypes and ask for a diagnosis; the answer's ``differential_top`` entries gather the diseases

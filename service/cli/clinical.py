@@ -132,9 +132,8 @@ def differential(
         genes, unknown_genes = index.known_genes(gene or [])
         if unknown_genes and not genes:
             raise fail(f"no disease in the graph is associated with {', '.join(unknown_genes)}")
-        from_packet = Patient(packet.sex, packet.age_years) if packet else None
         given = Patient(sex.strip().lower() if sex else None, age)
-        patient = first_known(given, from_packet, read_patient(text or ""))
+        patient = first_known(given, packet.patient if packet else None, read_patient(text or ""))
         ranked = index.rank(known, excluded, top_k=top_k, prefixes=namespaces, genes=genes, patient=patient)
         mentioned = terms_mentioned(ranked, known, excluded)
         names = c.graph.get_entities([r.disease for r in ranked] + mentioned)

@@ -146,7 +146,7 @@ class DifferentialRequest(BaseModel):
     @property
     def patient(self) -> Patient:
         """The sex and age given, else those of the phenopacket's subject, else those the text states."""
-        case = Patient(self._case.sex, self._case.age_years) if self._case else None
+        case = self._case.patient if self._case else None
         return first_known(Patient(self.sex, self.age_years), case, read_patient(self.text or ""))
 
 
