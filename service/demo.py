@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ingest.drug_names import drug_name_items
 from ingest.edges import edge_items, load_mapping
 from ingest.hpo import hpo_items, hpo_release, why_not_loadable
 from ingest.hpo_update import hpo3_path, hpo_update_items
@@ -83,6 +84,7 @@ def graph_parts(c: Container, shared: Path | None, progress: bool = True) -> lis
         for path, items in loads:
             if path.exists():
                 parts.append(Part(path.name, lambda path=path, items=items: _source(c, shared, path, items, progress)))
+        parts.append(Part("drug names", lambda: _drug_names(c, progress)))
     else:
         parts.append(Part("Disease Ontology and PharmacotherapyDB", lambda: iter([Note(NO_SHARED_DATA)])))
     return parts
@@ -131,6 +133,11 @@ def _source(
 ) -> Iterator[Event]:
     yield Step(f"2. {path.relative_to(shared)}")
     yield Outcome(load_source(c, items(path), path.name, embed=False, progress=progress))
+
+
+def _drug_names(c: Container, progress: bool) -> Iterator[Event]:
+    yield Step("2. the drugs' everyday and brand names (from the drug-named-entity-recognition wheel)")
+    yield Outcome(load_source(c, drug_name_items(c.graph), "drug-names", embed=False, progress=progress))
 
 
 def _entities(c: Container, progress: bool) -> Iterator[Event]:

@@ -98,6 +98,9 @@ def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) ->
     out = _qa(client, "Which genes are associated with diabetes mellitus?")
     assert not any("CO_MENTIONED" in c for c in _cited(out)), out["answer"]
     assert out["insufficient_evidence"], out["answer"]
+    # nor a question that asks for another relation without a what ("drugs after a stroke")
+    drugs = _qa(client, "genes behind diabetes mellitus?")
+    assert drugs["insufficient_evidence"] and not _cited(drugs), drugs["answer"]
     # asked whether they are mentioned together, the co-mention is the answer
     asked = _qa(client, "Is TET2 mentioned together with diabetes mellitus?")
     assert _cited(asked)[0] == "KG:NCBIGene:54790-CO_MENTIONED-DOID:9351"

@@ -139,6 +139,10 @@ def test_demo_runs_the_main_job_end_to_end_and_serves(tmp_path: Path) -> None:
             f"http://127.0.0.1:{port}/v1/qa", json={"question": "Which genes are associated with Marfan syndrome?"}
         ).json()
         assert "FBN1" in answer["answer"], answer
+        if SHARED_DATA.exists():  # a drug asked by its brand name (the drugs' names, from their wheel)
+            url = f"http://127.0.0.1:{port}/v1/qa"
+            tylenol = httpx.post(url, json={"question": "What is tylenol used for?"}).json()
+            assert any(c["id"].startswith("KG:DRUGBANK:DB00316-") for c in tylenol["citations"]), tylenol
     finally:
         demo.send_signal(signal.SIGINT)  # Ctrl-C
         code = demo.wait(timeout=120)

@@ -21,6 +21,10 @@ from kg.retrieval.retriever import asks_for_diagnosis
         "A 3-year-old girl has seizures, microcephaly and hypotonia.",
         "my kid has fits and a small head, what could it be",
         "Boy with seizures and microcephaly. Is this a genetic syndrome? What is the most likely diagnosis?",
+        # who the patient is, described first
+        "Teenage girl with tall stature, long fingers, lens dislocation and aortic root dilation",
+        "A 45-year-old obese man with chorea, dementia and depression",
+        "Previously healthy woman with fever, rash and arthralgia",
     ],
 )
 def test_diagnostic_questions_go_to_the_ranking(question: str) -> None:
