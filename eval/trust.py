@@ -10,7 +10,8 @@ of the test suite (tests/support/llm_server.py) answering as a reader who trusts
 it states the first three items, cited, and abstains when it is given none. That measures what medkg hands an
 LLM and how it guards the reply (the unknown-name stop, the citation check), not an LLM's judgement.
 
-    python -m eval.trust --data-dir data [--mode offline|llm] [--llm test | --llm-base-url URL] [--out F]
+    python -m eval.trust --data-dir data [--set F] [--split S] [--mode offline|llm]
+                         [--llm test | --llm-base-url URL] [--out F]
 """
 
 from __future__ import annotations
@@ -225,13 +226,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=Path, required=True, help="The store to answer from (medkg demo's).")
     parser.add_argument("--set", type=Path, default=DEFAULT_SET)
+    parser.add_argument(
+        "--split", help="Only the questions of this split (eval/data/trust_handwritten.jsonl: probe, holdout)."
+    )
     parser.add_argument("--mode", choices=["offline", "llm", "both"], default="both")
     parser.add_argument("--llm", choices=["test"], default="test", help="LLM mode: the local test server.")
     parser.add_argument("--llm-base-url", help="LLM mode: a real OpenAI-compatible server instead.")
     parser.add_argument("--llm-model", default="fake-model")
     parser.add_argument("--out", type=Path, help="Write every question's result and the figures (JSON).")
     args = parser.parse_args()
-    items = load_set(args.set)
+    items = [i for i in load_set(args.set) if args.split is None or i.get("split") == args.split]
+    if not items:
+        parser.error(f"no question of split {args.split!r} in {args.set}")
     report: dict[str, Any] = {}
     modes = ["offline", "llm"] if args.mode == "both" else [args.mode]
     for mode in modes:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from kg.curie import curie_prefix
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.lay_terms import LAY_TERMS
@@ -211,15 +212,20 @@ class Lexicon:
         names."""
         found = list(ids)
 
-        def add(key: str | None, tables: Sequence[dict[str, list[str]]]) -> None:
+        def add(key: str | None, tables: Sequence[dict[str, list[str]]], other_than: str = "") -> None:
             for table in tables if key else ():
                 for i in table.get(key, ()):  # type: ignore[arg-type]
-                    if i not in found and len(found) < self.max_ids:
+                    same_ontology = bool(other_than) and curie_prefix(i) == other_than
+                    if i not in found and len(found) < self.max_ids and not same_ontology:
                         found.append(i)
 
         add(self.key(words), (self.names, self.synonyms))
-        for name in names(list(found)).values():
+        for entity_id, name in names(list(found)).items():
             add(self.key(name), (self.names,))
+            # another ontology's synonym of it: HPO's "Type II diabetes mellitus" is the Disease Ontology's
+            # synonym of its type 2 diabetes mellitus (within one ontology such a synonym names a broader
+            # class: alpha thalassemia's "Hemoglobin H disease")
+            add(self.key(name), (self.synonyms,), other_than=curie_prefix(entity_id))
         return tuple(found)
 
 

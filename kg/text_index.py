@@ -380,6 +380,18 @@ class TextIndex:
             yield from (r[0] for r in rows)
             after = rows[-1][0]
 
+    def document_texts(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """Each document's passages' text, joined in passage order (an abstract is a few hundred words)."""
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            for chunk, marks in in_chunks(sorted(set(doc_ids))):
+                rows = self._db.execute(
+                    f"SELECT doc_id, text FROM passages WHERE doc_id IN ({marks}) ORDER BY id", chunk
+                )
+                for doc_id, text in rows:
+                    out.setdefault(doc_id, []).append(text)
+        return {d: "\n".join(texts) for d, texts in out.items()}
+
     def document_passages(self, doc_id: str) -> list[str]:
         with self._lock:
             return [r[0] for r in self._db.execute("SELECT id FROM passages WHERE doc_id = ? ORDER BY id", (doc_id,))]

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import Stemmer
+
 from kg.curie import source_url
 from kg.differential import PhenotypeIndex
 from kg.differential.groups import ENTRIES, ENTRY_DEPTH, DifferentialEntry, disease_classes, group_ranked
@@ -23,7 +25,8 @@ from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import asked_relations
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence, GraphRetrieval
-from kg.text_index import SearchHit, TextIndex
+from kg.retrieval.joint import concepts_named, question_concepts
+from kg.text_index import SearchHit, TextIndex, bm25_tokenize
 from kg.unknown_names import UnknownName
 
 __all__ = ["LinkedEntity", "Links", "Retrieval", "Retriever", "passage_evidence", "asks_for_diagnosis", "facts_lead"]
@@ -93,6 +96,10 @@ class Retrieval:
     # names the question uses that medkg knows nothing about, and whether retrieval stopped at them
     unknown: list[UnknownName] = field(default_factory=list)
     stopped: bool = False
+    # with ``joint_passages``: the things the question names (two or more) that no passage relates, and
+    # how many passages were left out for naming only one of them
+    unrelated: list[str] = field(default_factory=list)
+    unjoined_passages: int = 0
 
 
 class Links(NamedTuple):
@@ -144,6 +151,7 @@ class Retriever:
         self.fact_floor = fact_floor
         self.facts_per_passage = facts_per_passage
         self.graph_evidence = GraphEvidence(graph, entity_index, embedder)
+        self._stemmer = Stemmer.Stemmer("english")
 
     def link(self, query: str) -> Links:
         """The question's linked entities, their groups (one per mention), and the names it uses that
@@ -168,6 +176,9 @@ class Retriever:
             ]
         return Links(linked, groups, unknown)
 
+    def _terms(self, text: str) -> frozenset[str]:
+        return frozenset(bm25_tokenize([text], self._stemmer, return_ids=False)[0])
+
     def _names(self, ids: Iterable[str]) -> dict[str, str]:
         return {i: e.name for i, e in self.graph.get_entities(set(ids)).items()}
 
@@ -181,6 +192,7 @@ class Retriever:
         extra: Sequence[EvidenceItem] = (),
         links: Links | None = None,
         stop_at_unknown: bool = False,
+        joint_passages: bool = False,
     ) -> Retrieval:
         """``k`` passages at most, paths of at most ``hops`` hops between linked entities,
         ``budget`` tokens of evidence; ``context``: entity ids carried from the session; ``extra``:
@@ -188,7 +200,9 @@ class Retriever:
         ``links``: what :meth:`link` returned for this very ``query``, when the caller has it.
         ``stop_at_unknown``: a question that names something medkg knows nothing about (``unknown``)
         gets no evidence at all, since evidence about anything else would be read as about it (the QA
-        engine asks for this; an exam's answerer, choosing among options, does not)."""
+        engine asks for this; an exam's answerer, choosing among options, does not). ``joint_passages``:
+        a question that names two or more things gets only the passages of articles that name two of
+        them (``kg/retrieval/joint.py``; the QA engine asks for this too)."""
         timings: dict[str, float] = {}
         t = time.perf_counter()
         links = links if links is not None else self.link(query)
@@ -227,6 +241,21 @@ class Retriever:
 
         t = time.perf_counter()
         hits = self.text_index.search(query, k=k, floor=self.search_floor, vector=qvec, exclude_retracted=True)
+        unjoined: list[SearchHit] = []
+        concepts = []
+        if joint_passages and not route_differential:
+            synonyms = {i: e.synonyms for i, e in self.graph.get_entities({e.id for e in linked}).items()}
+            concepts = question_concepts(linked, groups, self._terms, synonyms)
+            concepts.sort(key=lambda c: query.casefold().find(c.label.casefold()))  # as the question names them
+        if len(concepts) >= 2:  # an abstract that names two of them relates them (its passages may not)
+            texts = self.text_index.document_texts(h.doc_id for h in hits)
+            words = {
+                d: self._terms(f"{title} {texts.get(d, '')}")
+                for d, title in {h.doc_id: h.title or "" for h in hits}.items()
+            }
+            named = [concepts_named(words[h.doc_id], concepts) for h in hits]
+            unjoined = [h for h, n in zip(hits, named, strict=True) if n < 2]
+            hits = [h for h, n in zip(hits, named, strict=True) if n >= 2]
         timings["text"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -268,6 +297,8 @@ class Retriever:
             timings=timings,
             differential=differential,
             unknown=list(links.unknown),
+            unrelated=[c.label for c in concepts] if unjoined and not hits else [],
+            unjoined_passages=len(unjoined),
         )
 
     def _wants_differential(self, query: str, linked: list[LinkedEntity]) -> bool:

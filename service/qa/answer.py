@@ -41,6 +41,17 @@ def unknown_answer(unknown: list[UnknownName]) -> Answer:
     return Answer(text=text, cited=[], confidence=0.0, insufficient_evidence=True, mode="extractive")
 
 
+def unrelated_answer(concepts: list[str], passages: int) -> Answer:
+    """The abstention of a question about how two or more things relate when no passage names two of
+    them and no fact of the graph answers: said as such, rather than as a missed support floor."""
+    named = ", ".join(concepts[:-1]) + " and " + concepts[-1]
+    text = (
+        f"Insufficient evidence: no fact of the knowledge graph and no indexed passage relates {named} "
+        f"({passages} passage{'s' if passages != 1 else ''} found name{'s' if passages == 1 else ''} only one of them)."
+    )
+    return Answer(text=text, cited=[], confidence=0.0, insufficient_evidence=True, mode="extractive")
+
+
 def unknown_note(unknown: list[UnknownName]) -> str:
     """The note before an answer to a longer question (a vignette) that also names something unknown."""
     return f"medkg has no information about {_either([u.text for u in unknown])}; what follows does not use it."

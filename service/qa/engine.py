@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 
 from kg.errors import InvalidInput, NotConfigured
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
-from kg.retrieval.retriever import Retrieval, Retriever
-from service.qa.answer import Answer, unknown_answer, unknown_note
+from kg.retrieval.retriever import Retrieval, Retriever, facts_lead
+from service.qa.answer import Answer, unknown_answer, unknown_note, unrelated_answer
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
@@ -223,6 +223,7 @@ class QAEngine:
             extra=extra,
             links=links if query == question else None,  # an expanded query is linked afresh
             stop_at_unknown=_about_one_thing(question),
+            joint_passages=True,
         )
         timings.update(retrieval.timings)
         return retrieval, conversation, timings
@@ -333,6 +334,9 @@ class QAEngine:
         else the extractive composer's, an abstention when nothing reaches its support floors."""
         if retrieval.stopped:
             return unknown_answer(retrieval.unknown)
+        if retrieval.unrelated and not facts_lead(retrieval.bundle.of_kind("kg")):
+            # what the graph says of one of them alone does not relate them either
+            return unrelated_answer(retrieval.unrelated, retrieval.unjoined_passages)
         return self.composer.compose(retrieval.query, retrieval.bundle)
 
     # ---- entry points ------------------------------------------------------------------------

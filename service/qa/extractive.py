@@ -118,9 +118,10 @@ class ExtractiveComposer:
             if p.score < self.passage_floor:
                 continue
             best: tuple[float, str] | None = None
-            for s in split_sentences(p.text):
-                if p.title and s == p.title.strip():
-                    continue  # the title is shown with the citation
+            sentences = split_sentences(p.text)
+            for s in sentences:
+                if p.title and s == p.title.strip() and len(sentences) > 1:
+                    continue  # the title is shown with the citation (unless the article has nothing else)
                 overlap = len(q & self._terms(s)) / max(len(q), 1)
                 if overlap > 0 and (best is None or overlap > best[0]):
                     best = (overlap, s)

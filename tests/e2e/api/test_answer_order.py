@@ -1,7 +1,8 @@
 """Answers a clinician can trust, over HTTP on both backends: everyday words reach the concept's facts,
 the facts of the relation the question asks for come first (features by frequency), a concept without
 such facts lends its subtypes' (named as such), a co-mention never answers a what-question on its own,
-and a vignette written as a clinician writes it goes to the differential."""
+a question that names two things is answered only by what relates them, and a vignette written as a
+clinician writes it goes to the differential."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ ENTITIES = [
     Entity(id="DOID:10763", name="hypertension", category="Disease"),
     Entity(id="DRUGBANK:DB00999", name="Hydrochlorothiazide", category="Drug"),
     Entity(id="DOID:9351", name="diabetes mellitus", category="Disease"),
-    Entity(id="DOID:9352", name="type 2 diabetes mellitus", category="Disease"),
+    Entity(id="DOID:9352", name="type 2 diabetes mellitus", category="Disease", synonyms=["type II diabetes mellitus"]),
+    # HPO's phenotype names the disease as the Disease Ontology's synonym does
+    Entity(id="HP:0005978", name="Type II diabetes mellitus", category="Phenotype", synonyms=["Type 2 diabetes"]),
     Entity(id="DRUGBANK:DB00331", name="Metformin", category="Drug"),
     Entity(id="NCBIGene:54790", name="TET2", category="Gene"),
     # HPO's lay synonym of Microcephaly (BROAD layperson, kept at ingest)
@@ -86,6 +89,14 @@ def test_everyday_words_reach_the_same_concept_in_another_ontology(client: TestC
     assert out["answer"].startswith("Hypertension is treated by Hydrochlorothiazide")
 
 
+def test_another_ontologys_synonym_reaches_the_same_concept(client: TestClient) -> None:
+    """ "type 2 diabetes" is HPO's synonym of its Type II diabetes mellitus, whose name is the Disease
+    Ontology's synonym of type 2 diabetes mellitus: that disease's drugs answer."""
+    out = _qa(client, "Which medications are indicated for type 2 diabetes?")
+    assert {"HP:0005978", "DOID:9352"} <= {e["id"] for e in out["linked_entities"]}, out["linked_entities"]
+    assert _cited(out)[0] == "KG:DRUGBANK:DB00331-TREATS-DOID:9352", out["answer"]
+
+
 def test_a_concept_without_drugs_lends_its_subtypes_and_says_so(client: TestClient) -> None:
     out = _qa(client, "pills for sugar diabetes")
     assert any(e["id"] == "DOID:9351" and e["method"] == "lay" for e in out["linked_entities"])
@@ -105,6 +116,17 @@ def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) ->
     asked = _qa(client, "Is TET2 mentioned together with diabetes mellitus?")
     assert _cited(asked)[0] == "KG:NCBIGene:54790-CO_MENTIONED-DOID:9351"
     assert asked["answer"].startswith("TET2 is mentioned in the literature together with diabetes mellitus")
+
+
+def test_a_question_about_two_things_is_answered_only_by_what_relates_them(client: TestClient) -> None:
+    """The store's abstracts name Marfan syndrome, and one of them losartan with it; none names
+    lamotrigine, and no fact of the graph joins lamotrigine and Marfan syndrome."""
+    unrelated = _qa(client, "Is lamotrigine effective in Marfan syndrome?")
+    assert unrelated["insufficient_evidence"] and not _cited(unrelated), unrelated["answer"]
+    assert "relates lamotrigine and Marfan syndrome" in unrelated["answer"]
+    related = _qa(client, "Does losartan slow aortic root dilatation in Marfan syndrome?")
+    assert _cited(related)[0] == "PMID:24102121#s0", related["answer"]
+    assert not any(c.startswith("PMID:20591885") for c in _cited(related)), related["answer"]
 
 
 def test_features_come_by_frequency_then_specificity(client: TestClient) -> None:

@@ -78,6 +78,20 @@ def test_the_offline_answer_cites_only_its_evidence() -> None:
     assert "(PMID:555; OR: 2.1)" in answer.text and inline_ids(answer.text) == ["PMID:1#s2"]
 
 
+def test_an_article_with_only_a_title_is_quoted_by_its_title() -> None:
+    """An article indexed without an abstract has its title as its one passage: the title is what it
+    says ("Asymptomatic congenital lobar emphysema in a young adult.")."""
+    from kg.retrieval.evidence import EvidenceBundle
+    from service.qa.extractive import ExtractiveComposer
+
+    title = "Asymptomatic congenital lobar emphysema in a young adult."
+    passage = EvidenceItem(id="PMID:23037488#s0", kind="passage", text=title, title=title, url=None, score=0.89)
+    answer = ExtractiveComposer().compose(
+        "Can congenital lobar emphysema present in adults?", EvidenceBundle(items=[passage], budget=1000)
+    )
+    assert answer.cited == ["PMID:23037488#s0"] and answer.text.startswith(title), answer.text
+
+
 def test_a_fully_supported_answer_is_unchanged() -> None:
     r = check_citations("A [PMID:1#s0], B [PMID:2#s1].", [], {"PMID:1#s0", "PMID:2#s1"})
     assert r.text == "A [PMID:1#s0], B [PMID:2#s1]." and r.dropped == []
