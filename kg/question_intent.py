@@ -1,6 +1,7 @@
 """What a question asks for, read as the graph's relation types: "what medicine helps X" asks for the
 ``TREATS`` and ``PALLIATES`` edges of X, "features of X" for its ``HAS_PHENOTYPE`` edges, "is X inherited"
-for ``HAS_INHERITANCE``, "which gene" for ``ASSOCIATED_WITH`` a gene, "mentioned together with" for
+for ``HAS_INHERITANCE``, "at what age does X start" for ``HAS_CLINICAL_COURSE``, "which gene" for
+``ASSOCIATED_WITH`` a gene, "mentioned together with" for
 ``CO_MENTIONED``. Facts of an asked type answer the question; the others only inform it. Also whether a
 question asks what/which/how (a co-mention in the literature never answers that on its own).
 """
@@ -46,6 +47,12 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
         (
             (Asked("HAS_INHERITANCE"),),
             r"\b(inherit\w*|hereditary|heritable|passed (down|on)|runs? in (the )?famil\w*|mode of transmission)\b",
+        ),
+        (  # onset and course: HPO's clinical course annotations ("Childhood onset", "Slowly progressive")
+            (Asked("HAS_CLINICAL_COURSE", named_is="subject"),),
+            r"\b(onset|at what age|what age|how old|age (at|of) (onset|diagnosis|presentation)"
+            r"|when (does|do|did|is|are|will) .{1,60}? (start|begin|appear|present|manifest|develop|show)\w*"
+            r"|clinical course|(how|does|do) .{1,60}? progress\w*|natural history)\b",
         ),
         ((Asked("ASSOCIATED_WITH", "Gene"),), r"\b(genes?|genetic (cause|basis)|mutat\w*|variants? in)\b"),
         ((Asked("IS_A"),), r"\b(types? of|kinds? of|subtypes?|forms? of|classif\w*)\b"),

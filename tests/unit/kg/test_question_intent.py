@@ -21,6 +21,11 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("What dietary factors increase the risk of nasopharyngeal carcinoma?", set()),
         ("What is the capital of France?", set()),
         ("Is TET2 mentioned together with diabetes mellitus?", {"CO_MENTIONED"}),
+        ("At what age does Huntington disease start?", {"HAS_CLINICAL_COURSE"}),
+        ("When does cystic fibrosis usually begin?", {"HAS_CLINICAL_COURSE"}),
+        ("What is the typical age of onset of Duchenne muscular dystrophy?", {"HAS_CLINICAL_COURSE"}),
+        ("How does Rett syndrome progress?", {"HAS_CLINICAL_COURSE"}),
+        ("Does smoking increase the risk of bladder cancer?", set()),
     ],
 )
 def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:
