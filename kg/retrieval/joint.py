@@ -54,7 +54,8 @@ def question_concepts(
         mentions = [e.mention for e in members if e.mention.strip()]
         if not mentions:
             continue
-        written = (*mentions, *(e.name for e in members), *(n for e in members for n in (synonyms or {}).get(e.id, ())))
+        written = [*mentions, *(e.name for e in members)]
+        written += [n for e in members for n in (synonyms or {}).get(e.id, ())]
         names = {terms(n) for n in written} - {frozenset()}
         label = mentions[0].strip()
         if names and label.casefold() not in concepts:

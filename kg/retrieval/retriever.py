@@ -25,7 +25,7 @@ from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import asked_relations
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence, GraphRetrieval
-from kg.retrieval.joint import concepts_named, question_concepts
+from kg.retrieval.joint import Concept, concepts_named, question_concepts
 from kg.text_index import SearchHit, TextIndex, bm25_tokenize
 from kg.unknown_names import UnknownName
 
@@ -176,6 +176,23 @@ class Retriever:
             ]
         return Links(linked, groups, unknown)
 
+    def _things_named(self, query: str, linked: list[LinkedEntity], groups: list[tuple[str, ...]]) -> list[Concept]:
+        """The things the question names by a name or synonym, in the question's order."""
+        synonyms = {i: e.synonyms for i, e in self.graph.get_entities({e.id for e in linked}).items()}
+        concepts = question_concepts(linked, groups, self._terms, synonyms)
+        return sorted(concepts, key=lambda c: query.casefold().find(c.label.casefold()))
+
+    def _relating(self, hits: list[SearchHit], concepts: list[Concept]) -> tuple[list[SearchHit], list[SearchHit]]:
+        """With two or more things named: the passages of articles (title and whole text: an abstract's
+        finding need not repeat what it is about) that name two of them, and the others."""
+        if len(concepts) < 2:
+            return hits, []
+        texts = self.text_index.document_texts(h.doc_id for h in hits)
+        titles = {h.doc_id: h.title or "" for h in hits}
+        words = {d: self._terms(f"{title} {texts.get(d, '')}") for d, title in titles.items()}
+        relating = {h.id for h in hits if concepts_named(words[h.doc_id], concepts) >= 2}
+        return [h for h in hits if h.id in relating], [h for h in hits if h.id not in relating]
+
     def _terms(self, text: str) -> frozenset[str]:
         return frozenset(bm25_tokenize([text], self._stemmer, return_ids=False)[0])
 
@@ -242,20 +259,10 @@ class Retriever:
         t = time.perf_counter()
         hits = self.text_index.search(query, k=k, floor=self.search_floor, vector=qvec, exclude_retracted=True)
         unjoined: list[SearchHit] = []
-        concepts = []
+        concepts: list[Concept] = []
         if joint_passages and not route_differential:
-            synonyms = {i: e.synonyms for i, e in self.graph.get_entities({e.id for e in linked}).items()}
-            concepts = question_concepts(linked, groups, self._terms, synonyms)
-            concepts.sort(key=lambda c: query.casefold().find(c.label.casefold()))  # as the question names them
-        if len(concepts) >= 2:  # an abstract that names two of them relates them (its passages may not)
-            texts = self.text_index.document_texts(h.doc_id for h in hits)
-            words = {
-                d: self._terms(f"{title} {texts.get(d, '')}")
-                for d, title in {h.doc_id: h.title or "" for h in hits}.items()
-            }
-            named = [concepts_named(words[h.doc_id], concepts) for h in hits]
-            unjoined = [h for h, n in zip(hits, named, strict=True) if n < 2]
-            hits = [h for h, n in zip(hits, named, strict=True) if n >= 2]
+            concepts = self._things_named(query, linked, groups)
+            hits, unjoined = self._relating(hits, concepts)
         timings["text"] = time.perf_counter() - t
 
         t = time.perf_counter()

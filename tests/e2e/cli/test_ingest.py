@@ -72,6 +72,10 @@ def test_edges_with_a_mapping_file_and_bad_rows(tmp_path: Path) -> None:
     assert f"{tsv}:4: wrong number of columns" in err
     p = run(["paths", "DB00945", "DOID:0050423"], env, tmp_path)
     assert "Aspirin" in p.stdout and "Kawasaki disease" in p.stdout
+    # the drugs' brand names, from their wheel: aspirin is Ecotrin too
+    names = run(["ingest", "drug-names", "--no-embed", "--no-progress"], env, tmp_path)
+    assert names.returncode == 0 and "1 of them in the graph" in names.stderr.replace("\n", " "), names.stderr
+    assert [e["id"] for e in json.loads(run(["find", "ecotrin"], env, tmp_path).stdout)] == ["DRUGBANK:DB00945"]
 
 
 def test_bad_mapping_is_one_clear_line(tmp_path: Path) -> None:
