@@ -66,4 +66,5 @@ LAY_TERMS: dict[str, str] = {
     "wry neck": "torticollis",
     "pigeon chest": "pectus carinatum",
     "funnel chest": "pectus excavatum",
+    "hay fever": "allergic rhinitis",
 }

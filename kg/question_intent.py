@@ -46,7 +46,8 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
         ),
         (
             (Asked("HAS_INHERITANCE"),),
-            r"\b(inherit\w*|hereditary|heritable|passed (down|on)|runs? in (the )?famil\w*|mode of transmission)\b",
+            r"\b(inherit\w*|hereditary|heritable|passed (down|on)|runs? in (the )?famil\w*|mode of transmission"
+            r"|[xy][- ]linked|autosomal)\b|\b(dominant|recessive)( (or|and) (dominant|recessive))?\W*$",
         ),
         (  # onset and course: HPO's clinical course annotations ("Childhood onset", "Slowly progressive")
             (Asked("HAS_CLINICAL_COURSE", named_is="subject"),),

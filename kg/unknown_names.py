@@ -54,6 +54,10 @@ PREFIXES = (
 #: How close a name of the graph must be to be suggested (rapidfuzz ratio, 0-100).
 SUGGEST_CUTOFF = 80.0
 _NAME_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+#: the nouns an eponym names ("Halvorsen-Drake syndrome"): a person's name before one names a disease,
+#: whatever the name means in English ("Drake", "Lowe", "Marvell")
+EPONYM_HEADS = frozenset({"syndrome", "disease", "disorder", "anomaly", "dysplasia", "dystrophy", "myopathy", "palsy"})
+_SURNAMES = re.compile(r"^[A-Z][a-z]+(-[A-Z][a-z]+)*$")  # "Halvorsen", "Halvorsen-Drake" (one token or three)
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,8 @@ class UnknownNames:
         knows; ``known(word)`` may vouch for one (the passage index holds it); ``names(ids)`` gives
         the display names of suggested entities."""
         covered = {c for start, end in linked for c in range(start, end)}
-        found: list[UnknownName] = []
+        found = self._eponyms(doc, covered, known, names)
+        covered |= {c for u in found for c in range(u.start, u.end)}
         for token in doc:
             word = token.text
             if token.idx in covered or token.is_stop or token.like_num or not _NAME_LIKE.match(word):
@@ -113,6 +118,38 @@ class UnknownNames:
             if not self.unknown_word(word) or known(word):
                 continue
             found.append(UnknownName(word, token.idx, token.idx + len(word), self._suggest(word, names)))
+        return found
+
+    def _eponyms(
+        self,
+        doc: Doc,
+        covered: set[int],
+        known: Callable[[str], bool],
+        names: Callable[[Iterable[str]], dict[str, str]],
+    ) -> list[UnknownName]:
+        """Eponyms the linker left: the capitalised names (joined by hyphens) before a disease noun,
+        unknown when one of them is in no name, synonym or definition of the graph nor in the literature
+        ("Halvorsen-Drake syndrome": "Drake" is an English word, "Halvorsen" is nowhere here)."""
+        found: list[UnknownName] = []
+        for head in doc:
+            if head.text.casefold() not in EPONYM_HEADS or head.idx in covered:
+                continue
+            start = head.i
+            while (
+                start > 0
+                and not doc[start - 1].is_stop
+                and (_SURNAMES.match(doc[start - 1].text) or doc[start - 1].text == "-")
+            ):
+                start -= 1
+            while start < head.i and doc[start].text == "-":
+                start += 1
+            span = doc[start : head.i]
+            words = [w for t in span for w in t.text.split("-") if w]
+            if not words or start == 0 and len(words) == 1 or any(t.idx in covered for t in span):
+                continue  # a sentence's first word alone may be any word ("Syndrome of ...")
+            if any(not self._in_graph(w) and not known(w) for w in words):
+                text = span.text
+                found.append(UnknownName(text, span.start_char, span.end_char, self._suggest(text, names)))
         return found
 
     def unknown_word(self, word: str) -> bool:

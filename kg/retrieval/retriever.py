@@ -286,9 +286,12 @@ class Retriever:
         ]
         e, a = len(extra), len(extra) + len(ddx_items)
         b = a + len(facts)
-        lists, rounds = [sized[a:b], sized[b:]], [self.facts_per_passage, 1]
+        stated = [f for f in sized[a:b] if f.meta["type"] != CO_MENTIONED]
+        lists, rounds = [stated, sized[b:]], [self.facts_per_passage, 1]
         if not facts_lead(facts):  # the literature answers first
             lists, rounds = lists[::-1], rounds[::-1]
+        # a co-mention says only that two things were written about together: after the passages that say how
+        lists, rounds = [*lists, [f for f in sized[a:b] if f.meta["type"] == CO_MENTIONED]], [*rounds, 1]
         if ddx_items:
             lists, rounds = [sized[e:a], *lists], [len(ddx_items), *rounds]
         if extra:

@@ -48,6 +48,14 @@ RELATIONS = [
         source="pubmed",
         evidence={"sentences": ["PMID:30022161#s5"], "count": 1},
     ),
+    # the literature wrote of losartan and Marfan syndrome together (the store's abstract says how)
+    Relation(
+        subject="DRUGBANK:DB00678",
+        type="CO_MENTIONED",
+        object="OMIM:154700",
+        source="pubmed",
+        evidence={"sentences": ["PMID:24102121#s0"], "count": 1},
+    ),
     *(
         Relation(subject="OMIM:100003", type="HAS_PHENOTYPE", object=t, source="hpo", evidence={"pmids": ["PMID:13"]})
         for t in ("HP:0001250", "HP:0000252")
@@ -126,6 +134,10 @@ def test_a_question_about_two_things_is_answered_only_by_what_relates_them(clien
     assert "relates lamotrigine and Marfan syndrome" in unrelated["answer"]
     related = _qa(client, "Does losartan slow aortic root dilatation in Marfan syndrome?")
     assert _cited(related)[0] == "PMID:24102121#s0", related["answer"]
+    # what an LLM is handed: the passage that says how before the co-mention that says they met
+    handed = [r["id"] for r in related["retrieved"]]
+    co_mention = "KG:DRUGBANK:DB00678-CO_MENTIONED-OMIM:154700"
+    assert co_mention in handed and handed.index("PMID:24102121#s0") < handed.index(co_mention), handed
     assert not any(c.startswith("PMID:20591885") for c in _cited(related)), related["answer"]
 
 

@@ -26,6 +26,9 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("What is the typical age of onset of Duchenne muscular dystrophy?", {"HAS_CLINICAL_COURSE"}),
         ("How does Rett syndrome progress?", {"HAS_CLINICAL_COURSE"}),
         ("Does smoking increase the risk of bladder cancer?", set()),
+        ("Is Duchenne muscular dystrophy X-linked?", {"HAS_INHERITANCE"}),
+        ("Is achondroplasia autosomal dominant?", {"HAS_INHERITANCE"}),
+        ("Is cystic fibrosis dominant or recessive?", {"HAS_INHERITANCE"}),
     ],
 )
 def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:

@@ -55,3 +55,14 @@ def test_a_misspelling_is_spelt_like_the_name_it_was_linked_to_and_a_guess_is_no
     assert not finder.spelled_like("zorblaxitol", ["DRUGBANK:DB00678"])  # a guess by meaning
     assert not finder.spelled_like("lozartan", ["DRUGBANK:DB00313"])  # close to another entity's name
     assert finder.unknown_word("zorblaxitol") and not finder.unknown_word("losartan")
+
+
+def test_an_eponym_nobody_here_knows_is_unknown_whatever_its_names_mean_in_english() -> None:
+    """ "Drake" and "Lowe" are English words, "Halvorsen" and "Pendergrast" in no name of the graph: the
+    eponym is unknown as a whole (Marfan syndrome, linked, is not; nor a name the literature holds)."""
+    assert [u.text for u in find("Which gene is mutated in Halvorsen-Drake syndrome?")] == ["Halvorsen-Drake"]
+    assert [u.text for u in find("What are the symptoms of Pendergrast Lowe disease?")] == ["Pendergrast Lowe"]
+    assert find("Which gene is mutated in Marfan syndrome?", linked=[(25, 40)]) == []
+    assert find("Which gene is mutated in Halvorsen-Drake syndrome?", known=lambda w: w in {"Halvorsen", "Drake"}) == []
+    # a capitalised word before "sequence" or after a stop word is no eponym
+    assert find("The Kozak sequence of the gene") == [] and find("Syndrome of the thermostat") == []
