@@ -27,14 +27,12 @@ from ingest.summary import Problem
 from ingest.writer import Item
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, name_key
+from kg.unknown_names import COMMON_ZIPF, zipf
 
 __all__ = ["DrugNames", "drug_name_items", "load_dictionary", "usable_name"]
 
 PACKAGE = "drug_named_entity_recognition"
 DICTIONARY = "drug_ner_dictionary.pkl.bz2"
-#: a word at least this frequent in English (wordfreq's Zipf scale: 4 is once in 10,000 words) is no
-#: drug's only name ("today", "relief"); drug names sit below it ("aspirin" 3.3, "cocaine" 4.0 is not)
-COMMON_WORD_ZIPF = 4.0
 #: a name of several words made of everyday words alone is a phrase, not a drug ("ears and nose",
 #: "plan b", "little noses"); "goserelin acetate" has a rarer word
 EVERYDAY_WORD_ZIPF = 3.0
@@ -51,12 +49,6 @@ class DrugNames:
     release: str
 
 
-def _zipf(word: str) -> float:
-    from wordfreq import zipf_frequency  # its lists load at first use (a fraction of a second)
-
-    return zipf_frequency(word, "en")
-
-
 def usable_name(name: str) -> bool:
     """Whether a name of the dictionary reads as a drug name: plain characters (no markup, no
     "c/t/s"), not MeSH's inverted form ("acetate, goserelin"), a run of four letters (not a code:
@@ -66,10 +58,10 @@ def usable_name(name: str) -> bool:
         return False
     words = _WORD.findall(name)
     if len(words) == 1:
-        return _zipf(name) < COMMON_WORD_ZIPF
+        return zipf(name) < COMMON_ZIPF  # an everyday word is no drug's only name
     if words[0] == "vitamin":
         return True
-    return any(len(w) > 1 and not w.isdigit() and _zipf(w) < EVERYDAY_WORD_ZIPF for w in words)
+    return any(len(w) > 1 and not w.isdigit() and zipf(w) < EVERYDAY_WORD_ZIPF for w in words)
 
 
 def load_dictionary(path: Path | None = None) -> DrugNames:

@@ -21,7 +21,7 @@ from kg.graph.base import BaseGraphStore
 from kg.lay_terms import LAY_TERMS
 from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
-from kg.unknown_names import UnknownName, UnknownNames
+from kg.unknown_names import COMMON_ZIPF, RARE_ZIPF, UnknownName, UnknownNames, zipf
 
 if TYPE_CHECKING:  # spaCy is imported where a pipeline is built or a span made (kg/nlp.py says why)
     from spacy.language import Language
@@ -63,6 +63,18 @@ LINKER_VERSION = 5
 CAPITALS_SHARE = 0.8
 _UPPER, _LOWER = string.ascii_uppercase.encode(), string.ascii_lowercase.encode()
 _WORD = re.compile(r"[a-z][a-z0-9-]+")
+_EPONYM = re.compile(r"^([A-Z][a-z]+)('s)? (disease|syndrome)$")
+
+
+def _eponym_alone(term: str) -> tuple[str, str, bool] | None:
+    """How people write an eponym alone: "Parkinson's disease" -> "parkinsons" (also "alzheimers",
+    "crohns"), with the noun it drops and whether the term is possessive; none when it or the name is
+    an everyday word ("downs", "graves"; "Little's disease", whose "littles" the lexicon matches as
+    "little")."""
+    if not (m := _EPONYM.match(term)):
+        return None
+    alone = f"{m[1].casefold()}s"
+    return (alone, m[3], bool(m[2])) if zipf(alone) < RARE_ZIPF and zipf(m[1]) < COMMON_ZIPF else None
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,8 @@ class Lexicon:
     max_ids: int = 5
     # every word of the entities' definitions (case-folded): the clinical vocabulary of the graph
     defining_words: set[str] = field(default_factory=set)
+    # an eponym written alone -> the nouns it drops ("'s": one is possessive) -> entities (while building)
+    _eponyms: dict[str, dict[str, set[str]]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def build(
@@ -156,6 +170,7 @@ class Lexicon:
                 lexicon._add(entity, held)
                 if entity.description:
                     lexicon.defining_words.update(_WORD.findall(entity.description.casefold()))
+        lexicon._add_eponyms_alone()
         lexicon.build_seconds = round(time.perf_counter() - started, 2)
         return lexicon
 
@@ -165,14 +180,29 @@ class Lexicon:
             if (entity.id, term.casefold()) in held or (qualifier and len(term.split()) == 1):
                 continue
             # "Focal-onset seizure" is also written "focal onset seizure" (the tokenizer keeps a
-            # hyphenated word whole)
-            for variant in dict.fromkeys((term, term.replace("-", " "))):
+            # hyphenated word whole), "Spinal muscular atrophy, type I" without its comma
+            for variant in dict.fromkeys((term, term.replace("-", " "), term.replace(",", ""))):
                 key = self.key(variant)
                 if key is None:
                     continue
                 ids = table.setdefault(key, [])
                 if entity.id not in ids:
                     ids.append(entity.id)
+            if eponym := _eponym_alone(term):  # "parkinsons", "alzheimers": added once all are read
+                alone, noun, possessive = eponym
+                self._eponyms.setdefault(alone, {}).setdefault(noun, set()).add(entity.id)
+                if possessive:
+                    self._eponyms[alone].setdefault("'s", set())
+
+    def _add_eponyms_alone(self) -> None:
+        """The possessive eponyms written alone, each of one disease only: "cushings" stays unlinked,
+        since Cushing disease (of the pituitary) and Cushing's syndrome are two."""
+        for alone, nouns in self._eponyms.items():
+            named = [ids for noun, ids in nouns.items() if noun != "'s"]
+            if "'s" in nouns and len(named) == 1 and (key := self.key(alone)):
+                ids = self.synonyms.setdefault(key, [])
+                ids += [i for i in sorted(named[0]) if i not in ids]
+        self._eponyms.clear()
 
     def key(self, term: str) -> str | None:
         """The match key of a term (normalised tokens joined by spaces), or None if never matched."""

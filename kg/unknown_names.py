@@ -21,7 +21,16 @@ from kg.nlp import norm_token
 if TYPE_CHECKING:
     from spacy.tokens import Doc
 
-__all__ = ["ABSENT_ZIPF", "DRUG_STEMS", "DRUG_STEM_STARTS", "RARE_ZIPF", "UnknownName", "UnknownNames"]
+__all__ = [
+    "ABSENT_ZIPF",
+    "COMMON_ZIPF",
+    "DRUG_STEMS",
+    "DRUG_STEM_STARTS",
+    "RARE_ZIPF",
+    "UnknownName",
+    "UnknownNames",
+    "zipf",
+]
 
 #: Zipf frequency in English (3 is once per million words, 1 once per billion) below which a word is
 #: no word of English: invented and misspelt names ("zorblaxitol", "metfromin" 0), rare drugs and gene
@@ -31,6 +40,9 @@ ABSENT_ZIPF = 1.0
 #: Below this, a word built like a drug name is one ("ceftriaxone" 1.9, "azithromycin" 2.0, "losartan"
 #: 1.6); everyday words are above it ("fits" 4.3, "seizure" 3.7, "dose" 4.2, "migraine" 3.3).
 RARE_ZIPF = 3.0
+#: At or above this, a word is everyday English (once in 10,000 words: "little", "worth", "today"), too
+#: common to be taken for a name on its own.
+COMMON_ZIPF = 4.0
 #: Endings of common INN/USAN drug stems (WHO's stem book): a rare word ending so names a drug.
 DRUG_STEMS = (
     "mab", "cept", "nib", "ciclib", "parib", "zomib", "mycin", "micin", "cillin", "penem",
@@ -96,7 +108,7 @@ class UnknownNames:
         """Build the word sets and load wordfreq's list now (a fraction of a second) rather than at the
         first question."""
         self._words, self._single  # noqa: B018
-        _zipf("medkg")
+        zipf("medkg")
 
     def find(
         self,
@@ -176,7 +188,7 @@ class UnknownNames:
         low = word.casefold()
         for prefix in PREFIXES:
             rest = low[len(prefix) :]
-            if low.startswith(prefix) and len(rest) >= 4 and (_zipf(rest) >= ABSENT_ZIPF or self._in_graph(rest)):
+            if low.startswith(prefix) and len(rest) >= 4 and (zipf(rest) >= ABSENT_ZIPF or self._in_graph(rest)):
                 return True
         return False
 
@@ -193,7 +205,7 @@ class UnknownNames:
         return tuple((i, shown[i]) for i in ids if i in shown)
 
 
-def _zipf(word: str) -> float:
+def zipf(word: str) -> float:
     """``word``'s Zipf frequency in English (wordfreq, imported at first use: 0.4 s)."""
     from wordfreq import zipf_frequency
 
@@ -202,7 +214,7 @@ def _zipf(word: str) -> float:
 
 def _name_like(word: str) -> bool:
     """No word of English, or a rare one built like a drug name."""
-    frequency = _zipf(word)
+    frequency = zipf(word)
     low = word.casefold()
     return frequency < ABSENT_ZIPF or (
         frequency < RARE_ZIPF and (low.endswith(DRUG_STEMS) or low.startswith(DRUG_STEM_STARTS))

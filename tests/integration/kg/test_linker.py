@@ -424,3 +424,28 @@ def test_the_term_matcher_finds_what_spacys_phrase_matcher_finds(tmp_path: Path)
         overlapping += sum(1 for a, b in zip(spans, spans[1:], strict=False) if b[0] < a[1])
     assert len(texts) > 400 and matches > 2500 and overlapping > 100
     store.close()
+
+
+EPONYMS = [
+    Entity(id="DOID:14330", name="Parkinson's disease", category="Disease", synonyms=["Parkinson disease"]),
+    Entity(id="DOID:12252", name="Cushing's syndrome", category="Disease"),
+    Entity(id="ORPHA:96253", name="Cushing disease", category="Disease"),
+    Entity(id="DOID:10965", name="spastic diplegia", category="Disease", synonyms=["Little's disease"]),
+    Entity(id="OMIM:253300", name="Spinal muscular atrophy, type I", category="Disease"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("what do doctors prescribe for the shakes from parkinsons", [("parkinsons", ("DOID:14330",))]),
+        ("When does spinal muscular atrophy type I begin?", [("spinal muscular atrophy type I", ("OMIM:253300",))]),
+        # two diseases bear Cushing's name, and "little" is an everyday word: neither is written alone
+        ("Her cushings was treated", []),
+        ("a little more", []),
+    ],
+)
+def test_eponyms_alone_and_names_without_their_comma_link(store: BaseGraphStore, text: str, ids: list) -> None:
+    store.upsert_entities(EPONYMS)
+    linker = EntityLinker(build_pipeline(), Lexicon.build(store, build_pipeline()))
+    assert [(m.text, m.ids) for m in linker.link_text(text)] == ids
