@@ -4,7 +4,8 @@ ids) or the abstention it expects, all derived from the sources the demo store l
 answers are the sources', never medkg's):
 
 - ``graph_facts``: drugs of a PharmacotherapyDB disease, features and inheritance of an HPO disease;
-- ``lay``: the same drug questions in patients' words (HPO's layperson synonyms, kg/lay_terms.py);
+- ``lay``: the same drug questions in patients' words (HPO's layperson synonyms, kg/lay_terms.py's
+  words of the day the set was built: ``SET_LAY_WORDS``);
 - ``vignettes``: published rare-disease cases (phenopackets) written as a clinician writes them, the
   diagnosis expected among the five diseases ranked;
 - ``literature``: PubMedQA questions, a passage of their abstract expected;
@@ -35,6 +36,47 @@ PER_CLASS = 30
 # a vignette states a published case's first five observed findings and two it excludes (of three or more)
 VIGNETTE_OBSERVED, VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED = 5, 2, 3
 DEFAULT_OUT = Path(__file__).parent / "data" / "trust_dev.jsonl"
+#: the everyday words of kg/lay_terms.py the set was built with (2026-12-06): words added to the table
+#: since, from the handwritten questions' misses, are not drawn, so that the set does not test the
+#: table with its own additions
+SET_LAY_WORDS = frozenset(
+    {
+        "fits",
+        "convulsions",
+        "sugar diabetes",
+        "high sugar",
+        "brittle bones",
+        "thinning bones",
+        "short of breath",
+        "yellow eyes",
+        "pins and needles",
+        "bedwetting",
+        "bed wetting",
+        "nosebleeds",
+        "floppy baby",
+        "hard of hearing",
+        "short for age",
+        "slow growth",
+        "tummy ache",
+        "stomach ache",
+        "belly pain",
+        "the runs",
+        "hole in the heart",
+        "blue baby",
+        "swollen ankles",
+        "mad cow disease",
+        "lou gehrig disease",
+        "wear and tear arthritis",
+        "womb cancer",
+        "bowel cancer",
+        "black stool",
+        "spinning sensation",
+        "sleeplessness",
+        "weak muscles",
+        "big calves",
+        "crossed eye",
+    }
+)
 DO_FILE = "disease_ontology/dhimmel_2016/HumanDO_2016.obo.gz"
 
 OFF_TOPIC = [
@@ -183,6 +225,8 @@ def lay(rng: random.Random, shared: Path, hpo: dict[str, OboTerm], do: dict[str,
                 if words.casefold() != _name(term).casefold():
                     pairs[words.casefold()] = doid
     for words, clinical in LAY_TERMS.items():
+        if words not in SET_LAY_WORDS:
+            continue
         doid = do_by_name.get(clinical.casefold())
         if doid and with_subtypes(doid):
             pairs[words] = doid
