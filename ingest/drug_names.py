@@ -23,7 +23,6 @@ from functools import cache
 from importlib import metadata, resources
 from pathlib import Path
 
-from ingest.summary import Problem
 from ingest.writer import Item
 from kg.graph.base import BaseGraphStore
 from kg.model import Entity, name_key
@@ -64,11 +63,11 @@ def usable_name(name: str) -> bool:
     return any(len(w) > 1 and not w.isdigit() and zipf(w) < EVERYDAY_WORD_ZIPF for w in words)
 
 
-def load_dictionary(path: Path | None = None) -> DrugNames:
-    """The wheel's dictionary (or ``path``, a file of the same form): every usable name of a drug with a
-    DrugBank id, the names that the dictionary gives to two drugs left out."""
-    source = path or Path(str(resources.files(PACKAGE) / DICTIONARY))
-    with bz2.open(source, "rb") as f:
+@cache
+def load_dictionary() -> DrugNames:
+    """The wheel's dictionary: every usable name of a drug with a DrugBank id, the names that the
+    dictionary gives to two drugs left out (read once a process: 2-3 s)."""
+    with bz2.open(Path(str(resources.files(PACKAGE) / DICTIONARY)), "rb") as f:
         data = pickle.load(f)  # noqa: S301 - the installed wheel's own data file, not user input
     canonical = data["drug_canonical_to_data"]
     names: dict[str, list[str]] = defaultdict(list)
@@ -79,13 +78,7 @@ def load_dictionary(path: Path | None = None) -> DrugNames:
         if not (drugbank := record.get("drugbank_id")):
             continue
         names[f"DRUGBANK:{drugbank}"].append(name)
-    release = f"{PACKAGE.replace('_', '-')}:{metadata.version(PACKAGE)}" if path is None else f"drug-names:{path.name}"
-    return DrugNames(dict(names), release)
-
-
-@cache
-def _wheel_dictionary() -> DrugNames:
-    return load_dictionary()
+    return DrugNames(dict(names), f"{PACKAGE.replace('_', '-')}:{metadata.version(PACKAGE)}")
 
 
 def _named(store: BaseGraphStore, keys: set[str], page: int = 20_000) -> dict[str, list[Entity]]:
@@ -101,14 +94,10 @@ def _named(store: BaseGraphStore, keys: set[str], page: int = 20_000) -> dict[st
     return found
 
 
-def drug_name_items(store: BaseGraphStore, path: Path | None = None) -> Iterator[Item]:
+def drug_name_items(store: BaseGraphStore) -> Iterator[Item]:
     """Synonyms for the graph's entities with a DrugBank id; a name that already names
     another entity of the graph (other than a MeSH heading) is left out, and counted."""
-    try:
-        dictionary = load_dictionary(path) if path else _wheel_dictionary()
-    except (OSError, EOFError, pickle.UnpicklingError, KeyError) as exc:
-        yield Problem(file=str(path or DICTIONARY), message=f"cannot read the drug name dictionary: {exc}")
-        return
+    dictionary = load_dictionary()
     stored = store.get_entities(dictionary.names)
     yield ("drugs of the dictionary", len(dictionary.names))
     yield ("of them in the graph", len(stored))

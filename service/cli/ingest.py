@@ -90,21 +90,15 @@ def ingest_hpo_update(
 
 
 @app.command("drug-names")
-def ingest_drug_names(
-    dictionary: Annotated[
-        Path | None,
-        typer.Option(help="A dictionary file of the same form (default: the drug-named-entity-recognition wheel's)"),
-    ] = None,
-    embed: EmbedOpt = True,
-    progress: ProgressOpt = True,
-) -> None:
+def ingest_drug_names(embed: EmbedOpt = True, progress: ProgressOpt = True) -> None:
     """Everyday and brand names of the graph's drugs ("aspirin", "Tylenol") as synonyms of the entities
-    with their DrugBank id, so questions in those words link. After the sources that bring the drugs
-    (PharmacotherapyDB, Hetionet's nodes); run it again after loading more drugs."""
+    with their DrugBank id, from the drug-named-entity-recognition wheel, so questions in those words
+    link. After the sources that bring the drugs (PharmacotherapyDB, Hetionet's nodes); run it again
+    after loading more drugs."""
     from ingest.drug_names import drug_name_items
 
     with container(writes="medkg ingest drug-names", embeds=embed) as c:
-        run(c, drug_name_items(c.graph, dictionary), "drug-names", embed, progress)
+        run(c, drug_name_items(c.graph), "drug-names", embed, progress)
 
 
 ReplaceOpt = Annotated[

@@ -195,9 +195,9 @@ class ExtractiveComposer:
         answers = self.fact_sentences(answering)
         sentences += answers
         sentences += [f"{_unbracketed(s).rstrip()} [{p.id}]" for s, p in quoted]
-        if sentences or not asked_relations(question):  # facts of another relation do not answer on their own
-            sentences += self.fact_sentences(informing, max_groups=max(0, self.max_groups - len(answers)))
         asked = {a.type for a in asked_relations(question)}
+        if sentences or not asked:  # facts of another relation do not answer on their own
+            sentences += self.fact_sentences(informing, max_groups=max(0, self.max_groups - len(answers)))
         if not sentences and co_mentions and not asks_what(question) and asked <= {CO_MENTIONED}:
             # "is X mentioned with Y?": the co-mention answers; "drugs after a stroke" it does not
             sentences = self.fact_sentences(co_mentions)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import bm25s
 import Stemmer
 
 from kg.retrieval.joint import concepts_named, question_concepts
+from kg.text_index import bm25_tokenize
 
 _STEMMER = Stemmer.Stemmer("english")
 
 
-def _terms(text: str) -> frozenset[str]:
-    return frozenset(bm25s.tokenize([text], stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)[0])
+def _terms(text: str) -> frozenset[str]:  # the retriever's words: the passage index's BM25 tokenizer
+    return frozenset(bm25_tokenize([text], _STEMMER, return_ids=False)[0])
 
 
 @dataclass
