@@ -33,6 +33,7 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
             (Asked("TREATS"), Asked("PALLIATES")),
             r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|meds|pills?|tablets?|remed(y|ies)|cur(e|es|ed)"
             r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|used (for|in|to treat)|indicat(ed|ions?)"
+            r"|(give|gives|given|gave)(?! rise)( \w+)? (for|to|in)|relie(f|ve)|eas(e|es|ing)|get rid of"
             r"|(can|should|do|could) (i|you|we|he|she|they|my \w+) take)\b",
         ),
         (

@@ -5,6 +5,7 @@ points at, so a reader can check it (``PMID:31675180#s4``, ``KG:OMIM:154700-HAS_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,14 @@ EvidenceKind = Literal["kg", "passage", "image"]
 
 def fact_citation_id(subject: str, rel_type: str, object: str) -> str:
     return f"KG:{subject}-{rel_type}-{object}"
+
+
+_FACT_ID = re.compile(r"^KG:(.+?)-((?:NOT_)?[A-Z][A-Z_]*)-(.+)$")
+
+
+def fact_of_citation(citation_id: str) -> tuple[str, str, str] | None:
+    """``(subject, relation type, object)`` of a graph fact's citation id; None for any other id."""
+    return m.groups() if (m := _FACT_ID.match(citation_id)) else None  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,13 @@ class EvidenceBundle:
 
     def of_kind(self, kind: EvidenceKind) -> list[EvidenceItem]:
         return [i for i in self.items if i.kind == kind]
+
+    def leading(self, ids: Sequence[str]) -> EvidenceBundle:
+        """The same items with those of ``ids`` first, in that order (what answers the question before
+        what only informs it)."""
+        order = {cid: n for n, cid in enumerate(dict.fromkeys(ids))}
+        items = sorted(self.items, key=lambda i: order.get(i.id, len(order)))  # stable: the rest keep theirs
+        return EvidenceBundle(items=items, budget=self.budget, dropped_for_budget=self.dropped_for_budget)
 
     def __iter__(self) -> Iterator[EvidenceItem]:
         return iter(self.items)

@@ -1,5 +1,6 @@
 """Citation checking: every id an answer cites must be in its evidence bundle; the others are removed
-from the text and the cited list, and reported.
+from the text and the cited list, and reported. Also the order in which an answer's citations are
+read (what the LLM is handed first).
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["CheckedCitations", "check_citations", "inline_ids"]
+from kg.retrieval.evidence import fact_of_citation
+
+__all__ = ["CheckedCitations", "check_citations", "inline_ids", "reading_order"]
 
 _BRACKET = re.compile(r"(\s?)\[([^\[\]]{1,2000})\]")
 _TOKEN = re.compile(r"(?<![\w.:#-])[A-Za-z][A-Za-z0-9_.]*:[^\s;,\[\]]+")
@@ -35,6 +38,43 @@ def _tokens(inner: str) -> list[str]:
 def inline_ids(text: str) -> list[str]:
     """The id-like tokens cited in ``text``, in order."""
     return [t for m in _BRACKET.finditer(text) for t in _tokens(m.group(2))]
+
+
+_POINT_END = re.compile(r"\[[^\[\]]*\]|[;.](?=\s|$)")
+
+
+def reading_order(text: str, cited: Iterable[str] = ()) -> list[str]:
+    """The ids an answer cites, the first of each point it makes (a clause or sentence: an entry of a
+    differential, a disease's drugs) before the second of any: every point's strongest evidence comes
+    first. Then the ``cited`` ids the text does not show."""
+    points: list[list[str]] = [[]]
+    for m in _POINT_END.finditer(text):
+        if m.group(0).startswith("["):
+            points[-1] += _tokens(m.group(0)[1:-1])
+        elif points[-1]:
+            points.append([])
+    order = [p[n] for n in range(max(map(len, points))) for p in points if n < len(p)]
+    return _bridges_first(list(dict.fromkeys([*order, *cited])))
+
+
+_BRIDGES = frozenset({"IS_A", "SAME_AS"})
+
+
+def _bridges_first(order: list[str]) -> list[str]:
+    """Each cited fact about an entity that a cited ``IS_A``/``SAME_AS`` fact introduces ("gout is an
+    arthritis") comes after that fact: what is said of a subtype rests on it being one."""
+    facts = {cid: fact for cid in order if (fact := fact_of_citation(cid))}
+    bridge_of: dict[str, str] = {}
+    for cid, (subject, rel_type, _) in facts.items():
+        if rel_type in _BRIDGES:
+            bridge_of.setdefault(subject, cid)
+    out: list[str] = []
+    for cid in order:
+        if cid in facts and facts[cid][1] not in _BRIDGES:
+            out += [b for end in (facts[cid][0], facts[cid][2]) if (b := bridge_of.get(end)) and b not in out]
+        if cid not in out:
+            out.append(cid)
+    return out
 
 
 def _expand(token: str, allowed: dict[str, str]) -> list[str]:

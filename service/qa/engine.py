@@ -17,6 +17,7 @@ from kg.errors import InvalidInput, NotConfigured
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever, facts_lead
 from service.qa.answer import Answer, unknown_answer, unknown_note, unrelated_answer
+from service.qa.citations import reading_order
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
 from service.qa.sessions import SessionStore, Turn, conversation_context, expand_query, memory_labels
@@ -330,8 +331,9 @@ class QAEngine:
 
     def _offline_answer(self, retrieval: Retrieval) -> Answer:
         """The answer without an LLM, which also decides whether an LLM is asked at all (in either mode an
-        LLM must not guess): "medkg has no information about X" when retrieval stopped at an unknown name,
-        else the extractive composer's, an abstention when nothing reaches its support floors."""
+        LLM must not guess) and what the LLM reads first (``_llm_evidence``):
+        "medkg has no information about X" when retrieval stopped at an unknown name, else the
+        extractive composer's, an abstention when nothing reaches its support floors."""
         if retrieval.stopped:
             return unknown_answer(retrieval.unknown)
         if retrieval.unrelated and not facts_lead(retrieval.bundle.of_kind("kg")):
@@ -362,7 +364,8 @@ class QAEngine:
         offline = self._offline_answer(retrieval)
         if mode == "llm" and not offline.insufficient_evidence:
             assert self.llm is not None
-            answer = self.llm.answer(question, retrieval.bundle, conversation, [u.text for u in retrieval.unknown])
+            evidence = _llm_evidence(retrieval, offline)
+            answer = self.llm.answer(question, evidence, conversation, [u.text for u in retrieval.unknown])
         else:
             answer = offline
         if retrieval.unknown and not retrieval.stopped:
@@ -405,7 +408,8 @@ class QAEngine:
             if mode == "llm" and not offline.insufficient_evidence:
                 assert self.llm is not None
                 unknown = [u.text for u in retrieval.unknown]
-                for piece in self.llm.stream(question, retrieval.bundle, conversation, unknown):
+                evidence = _llm_evidence(retrieval, offline)
+                for piece in self.llm.stream(question, evidence, conversation, unknown):
                     if isinstance(piece, Answer):
                         answer = piece
                     else:
@@ -435,6 +439,15 @@ class QAEngine:
 #: evidence. A longer one (a clinical vignette: "a 45-year-old woman on mepolizumab presents with...")
 #: is answered from what is known, after a note that names what is not.
 ABOUT_ONE_THING_WORDS = 30
+
+
+def _llm_evidence(retrieval: Retrieval, offline: Answer) -> EvidenceBundle:
+    """The evidence in the order the LLM reads it: what the offline answer cites first, each point's
+    first fact before any point's second (a differential's bundle already comes so: each entry's best
+    match in rank order, then each one's next)."""
+    if retrieval.differential:
+        return retrieval.bundle
+    return retrieval.bundle.leading(reading_order(offline.text, offline.cited))
 
 
 def _about_one_thing(question: str) -> bool:

@@ -19,6 +19,10 @@ The evidence is a knowledge graph plus literature:
 - passages of PubMed abstracts (ids like PMID:31675180#s4), with the article title;
 - when an image is attached, the most similar imaging studies with their reports (ids starting with IMG:).
 
+The evidence comes most relevant first: what answers the question (the facts of the relation it asks
+for; for a diagnosis, the diseases of the ranked differential in their rank order) before what only
+informs it.
+
 Rules:
 - Every sentence of the answer ends with the ids of the evidence it rests on, in square brackets,
   e.g. [KG:OMIM:154700-HAS_PHENOTYPE-HP:0001166] or [PMID:31675180#s4; PMID:29768149#s2].

@@ -29,6 +29,9 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("Is Duchenne muscular dystrophy X-linked?", {"HAS_INHERITANCE"}),
         ("Is achondroplasia autosomal dominant?", {"HAS_INHERITANCE"}),
         ("Is cystic fibrosis dominant or recessive?", {"HAS_INHERITANCE"}),
+        ("what do they give for an underactive thyroid", {"TREATS", "PALLIATES"}),
+        ("what eases gout pain", {"TREATS", "PALLIATES"}),
+        ("Does chronic inflammation give rise to cancer?", set()),
     ],
 )
 def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from kg.curie import source_url
 from kg.retrieval.evidence import EvidenceItem, fact_citation_id, fill_budget
-from service.qa.citations import check_citations, inline_ids
+from service.qa.citations import check_citations, inline_ids, reading_order
 from service.qa.extractive import split_sentences
 from service.qa.llm import AnswerTextStream
 
@@ -133,6 +133,29 @@ def test_budget_takes_items_in_rounds_and_skips_what_does_not_fit() -> None:
     assert fill_budget([facts], budget=0).items == []
     with pytest.raises(ValueError):
         fill_budget([facts, passages], budget=10, per_round=[1])
+
+
+def test_the_llm_reads_every_point_of_the_answer_before_the_second_fact_of_any() -> None:
+    ra, oa, gout = "DOID:7148", "DOID:8398", "DOID:13189"
+    isa = {d: fact_citation_id(d, "IS_A", "DOID:848") for d in (ra, oa, gout)}
+    treats = {d: [fact_citation_id(f"DRUGBANK:DB0{n}", "TREATS", d) for n in range(2)] for d in (ra, oa, gout)}
+    text = (
+        f"Arthritis has the subtype rheumatoid arthritis [{isa[ra]}], osteoarthritis [{isa[oa]}] and gout "
+        f"[{isa[gout]}]. Rheumatoid arthritis is treated by A [{treats[ra][0]}] and B [{treats[ra][1]}]; "
+        f"osteoarthritis by C [{treats[oa][0]}; {treats[oa][1]}]. Gout by D [{treats[gout][0]}]."
+    )
+    order = reading_order(text, [*inline_ids(text), "PMID:1#s2"])
+    # one fact of each point first, and a subtype's drug after the fact that makes it a subtype
+    assert order[:6] == [isa[ra], treats[ra][0], isa[oa], treats[oa][0], isa[gout], treats[gout][0]]
+    assert order[6:] == [treats[ra][1], treats[oa][1], "PMID:1#s2"]
+    assert reading_order("Nothing cited.", ["KG:x"]) == ["KG:x"] and reading_order("") == []
+
+
+def test_a_bundle_led_by_some_ids_keeps_every_item_and_the_others_order() -> None:
+    bundle = fill_budget([[_item(i, 10) for i in range(5)]], budget=1000)
+    led = bundle.leading(["kg3", "kg1", "kg3", "absent"])
+    assert [i.id for i in led] == ["kg3", "kg1", "kg0", "kg2", "kg4"] and led.budget == bundle.budget
+    assert [i.id for i in bundle] == ["kg0", "kg1", "kg2", "kg3", "kg4"]
 
 
 def test_sentences_split_on_ends_not_on_abbreviations() -> None:
