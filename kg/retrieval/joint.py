@@ -18,7 +18,7 @@ __all__ = ["Concept", "concepts_named", "question_concepts"]
 
 #: links that rest on no name of the entity (the vector index's nearest entity to a phrase), or on none
 #: of the question's words (a session's carried entity)
-FUZZY_METHODS = frozenset({"vector", "session"})
+FUZZY_METHODS = frozenset({"vector", "session", "condition"})
 
 
 class _Linked(Protocol):

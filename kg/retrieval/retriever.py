@@ -22,7 +22,8 @@ from kg.graph.base import BaseGraphStore
 from kg.linker import EntityLinker
 from kg.model import CO_MENTIONED, NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
-from kg.question_intent import asked_relations
+from kg.question_intent import Asked, asked_relations
+from kg.retrieval.conditions import CONDITION, ConditionReading, holds, nearest_condition
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence, GraphRetrieval
 from kg.retrieval.joint import Concept, concepts_named, question_concepts
@@ -77,7 +78,7 @@ class LinkedEntity:
     name: str
     category: str
     mention: str  # the words of the question it was linked from ("" for a session entity)
-    method: str  # lexicon | abbreviation | lay | vector | ner | session
+    method: str  # lexicon | abbreviation | lay | vector | ner | session | condition (kg/retrieval/conditions.py)
     score: float
     negated: bool = False  # the question says the patient does not have it ("no hypotonia")
 
@@ -100,6 +101,9 @@ class Retrieval:
     # how many passages were left out for naming only one of them
     unrelated: list[str] = field(default_factory=list)
     unjoined_passages: int = 0
+    # findings read as the condition nearest to them, which holds what the question asks for
+    # (kg/retrieval/conditions.py)
+    readings: list[ConditionReading] = field(default_factory=list)
 
 
 class Links(NamedTuple):
@@ -243,6 +247,11 @@ class Retriever:
         qvec = self.embedder.encode([query])[0]
         timings["embed"] = time.perf_counter() - t
 
+        t = time.perf_counter()
+        asked = asked_relations(query)
+        readings = self._read_as_conditions(linked, groups, asked)
+        timings["conditions"] = time.perf_counter() - t
+
         # A phenotype list asking for a diagnosis goes to the differential ranking, whose matched
         # facts say more than paths between the phenotypes (which run through thousands of diseases) or
         # the facts around each phenotype (its diseases, one by one).
@@ -253,7 +262,7 @@ class Retriever:
             graph = GraphRetrieval(facts=[], paths=[], entities=self.graph.get_entities(seeds))
             timings["graph_facts"] = time.perf_counter() - t
         else:
-            graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked_relations(query))
+            graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked)
             timings.update(graph.timings)
 
         t = time.perf_counter()
@@ -309,7 +318,38 @@ class Retriever:
             unknown=list(links.unknown),
             unrelated=[c.label for c in concepts] if unjoined and not hits else [],
             unjoined_passages=len(unjoined),
+            readings=readings,
         )
+
+    def _read_as_conditions(
+        self, linked: list[LinkedEntity], groups: list[tuple[str, ...]], asked: Sequence[Asked]
+    ) -> list[ConditionReading]:
+        """When nothing the question links holds a fact it asks for, each mention that links no disease
+        also links the condition nearest to it that does (``linked`` and ``groups`` gain it)."""
+        stated = [e for e in linked if not e.negated]
+        if not asked or not stated or any(holds(self.graph, e.id, asked) for e in stated):
+            return []
+        by_id = {e.id: e for e in stated}
+        readings: list[ConditionReading] = []
+        for n, group in enumerate(groups):
+            finding = by_id.get(group[0])
+            if (
+                finding is None
+                or finding.method == "session"
+                or any(by_id[i].category == CONDITION for i in group if i in by_id)
+            ):
+                continue
+            ei = self.graph_evidence.entity_index
+            reading = nearest_condition(self.graph, ei, self.embedder, finding.id, finding.name, asked)
+            if reading is not None and reading.condition not in {r.condition for r in readings}:
+                groups[n] = (*group, reading.condition)
+                linked.append(
+                    LinkedEntity(
+                        reading.condition, reading.name, CONDITION, finding.mention, "condition", reading.cosine
+                    )
+                )
+                readings.append(reading)
+        return readings
 
     def _wants_differential(self, query: str, linked: list[LinkedEntity]) -> bool:
         if self.phenotypes is None or not asks_for_diagnosis(query):

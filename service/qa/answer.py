@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from kg.retrieval.conditions import ConditionReading
     from kg.unknown_names import UnknownName
 
-__all__ = ["Answer", "AnswerMode", "unknown_answer", "unknown_note"]
+__all__ = ["Answer", "AnswerMode", "reading_note", "unknown_answer", "unknown_note"]
 
 AnswerMode = Literal["extractive", "llm"]
 
@@ -55,6 +56,16 @@ def unrelated_answer(concepts: list[str], passages: int) -> Answer:
 def unknown_note(unknown: list[UnknownName]) -> str:
     """The note before an answer to a longer question (a vignette) that also names something unknown."""
     return f"medkg has no information about {_either([u.text for u in unknown])}; what follows does not use it."
+
+
+def reading_note(readings: list[ConditionReading]) -> str:
+    """How the answer read a finding the question named as the condition nearest to it."""
+    read = [f"{r.finding_name} as {r.name}" for r in readings]
+    return f"Read {_and(read)}: the nearest condition the knowledge graph holds such facts for."
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _either(items: list[str]) -> str:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from kg.errors import InvalidInput, NotConfigured
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever, facts_lead
-from service.qa.answer import Answer, unknown_answer, unknown_note, unrelated_answer
+from service.qa.answer import Answer, reading_note, unknown_answer, unknown_note, unrelated_answer
 from service.qa.citations import reading_order
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
@@ -368,8 +368,8 @@ class QAEngine:
             answer = self.llm.answer(question, evidence, conversation, [u.text for u in retrieval.unknown])
         else:
             answer = offline
-        if retrieval.unknown and not retrieval.stopped:
-            answer.text = f"{unknown_note(retrieval.unknown)} {answer.text}"
+        if note := _notes(retrieval, answer):
+            answer.text = f"{note} {answer.text}"
         timings["answer"] = time.perf_counter() - t
         return self._respond(" ".join(question.split()), session_id, retrieval, answer, timings, started)
 
@@ -401,10 +401,11 @@ class QAEngine:
         try:
             t = time.perf_counter()
             answer: Answer | None = None
-            note = unknown_note(retrieval.unknown) + " " if retrieval.unknown and not retrieval.stopped else ""
+            offline = self._offline_answer(retrieval)
+            note = _notes(retrieval, offline)
+            note += " " if note else ""
             if note:
                 yield "delta", note
-            offline = self._offline_answer(retrieval)
             if mode == "llm" and not offline.insufficient_evidence:
                 assert self.llm is not None
                 unknown = [u.text for u in retrieval.unknown]
@@ -439,6 +440,15 @@ class QAEngine:
 #: evidence. A longer one (a clinical vignette: "a 45-year-old woman on mepolizumab presents with...")
 #: is answered from what is known, after a note that names what is not.
 ABOUT_ONE_THING_WORDS = 30
+
+
+def _notes(retrieval: Retrieval, answer: Answer) -> str:
+    """What the answer is preceded by: the names medkg does not know (when it answered the rest), and
+    how it read a finding as a condition (when that answered)."""
+    notes = [unknown_note(retrieval.unknown)] if retrieval.unknown and not retrieval.stopped else []
+    if retrieval.readings and not answer.insufficient_evidence:
+        notes.append(reading_note(retrieval.readings))
+    return " ".join(notes)
 
 
 def _llm_evidence(retrieval: Retrieval, offline: Answer) -> EvidenceBundle:

@@ -35,11 +35,21 @@ ENTITIES = [
     Entity(id="OMIM:100001", name="Microcephaly-epilepsy syndrome", category="Disease"),
     Entity(id="OMIM:100003", name="Microcephaly-epilepsy syndrome 2", category="Disease"),
     Entity(id="DOID:0060999", name="syndromic microcephaly with epilepsy", category="Disease"),
+    # a finding no drug treats in the graph, and the condition PharmacotherapyDB's drugs palliate
+    Entity(id="HP:0025269", name="Panic attack", category="Phenotype"),
+    Entity(id="DOID:594", name="panic disorder", category="Disease", synonyms=["panic anxiety syndrome"]),
+    Entity(id="DRUGBANK:DB00472", name="Fluoxetine", category="Drug"),
+    # fever is no hay fever, whatever the words share
+    Entity(id="HP:0001945", name="Fever", category="Phenotype"),
+    Entity(id="DOID:4481", name="allergic rhinitis", category="Disease", synonyms=["hay fever"]),
+    Entity(id="DRUGBANK:DB00341", name="Cetirizine", category="Drug"),
 ]
 RELATIONS = [
     Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
     Relation(subject="DOID:10763", type="HAS_SYMPTOM", object="SYMP:0020064", source="doid"),
     Relation(subject="DOID:9352", type="IS_A", object="DOID:9351", source="doid"),
+    Relation(subject="DRUGBANK:DB00472", type="PALLIATES", object="DOID:594", source="pharmacotherapydb"),
+    Relation(subject="DRUGBANK:DB00341", type="TREATS", object="DOID:4481", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00331", type="TREATS", object="DOID:9352", source="pharmacotherapydb"),
     Relation(
         subject="NCBIGene:54790",
@@ -111,6 +121,23 @@ def test_a_concept_without_drugs_lends_its_subtypes_and_says_so(client: TestClie
     assert _cited(out)[:2] == ["KG:DOID:9352-IS_A-DOID:9351", "KG:DRUGBANK:DB00331-TREATS-DOID:9352"]
     assert "Diabetes mellitus has the subtype type 2 diabetes mellitus" in out["answer"]
     assert "Type 2 diabetes mellitus is treated by Metformin" in out["answer"]
+
+
+def test_a_finding_is_read_as_the_nearest_condition_with_drugs_and_the_answer_says_so(client: TestClient) -> None:
+    """Panic attack (a phenotype) has no drugs; panic disorder, whose name is nearest to it, has: the
+    answer reads one as the other in the open. Fever is not read as hay fever (a cosine of 0.64)."""
+    out = _qa(client, "what helps with panic attacks")
+    reading = [e for e in out["linked_entities"] if e["method"] == "condition"]
+    assert [(e["id"], e["mention"]) for e in reading] == [("DOID:594", "panic attacks")], out["linked_entities"]
+    assert reading[0]["score"] >= 0.8
+    assert _cited(out) == ["KG:DRUGBANK:DB00472-PALLIATES-DOID:594"]
+    assert out["answer"].startswith("Read Panic attack as panic disorder: the nearest condition"), out["answer"]
+    out = _qa(client, "what helps with fever")
+    assert not [e for e in out["linked_entities"] if e["method"] == "condition"]
+    assert not any("DOID:4481" in c for c in _cited(out)) and "hay fever" not in out["answer"].casefold()
+    # a disease the graph knows without drugs is never read as another one
+    out = _qa(client, "what helps with panic disorder")
+    assert not [e for e in out["linked_entities"] if e["method"] == "condition"]
 
 
 def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) -> None:
