@@ -32,9 +32,9 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
         (
             (Asked("TREATS"), Asked("PALLIATES")),
             r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|meds|pills?|tablets?|remed(y|ies)|cur(e|es|ed)"
-            r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|used (for|in|to treat)|indicat(ed|ions?)"
+            r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|us(e|ed|es) (for|in|on|to treat)|indicat(ed|ions?)"
             r"|(give|gives|given|gave)(?! rise)( \w+)? (for|to|in)|relie(f|ve)|eas(e|es|ing)|get rid of"
-            r"|(can|should|do|could) (i|you|we|he|she|they|my \w+) take)\b",
+            r"|(can|should|do|could|does|did) (i|you|we|he|she|they|people|patients|my \w+) (take|put on|apply))\b",
         ),
         (
             (Asked("HAS_PHENOTYPE", named_is="subject"), Asked("HAS_SYMPTOM", named_is="subject")),

@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from kg.curie import normalize_curie
 from kg.errors import InvalidInput
@@ -603,6 +603,14 @@ class BaseGraphStore(ABC):
             limit,
         )
         return [row_to_relation(r) for r in rows]
+
+    def holders(self, rel_types: Sequence[str], end: Literal["subject", "object"]) -> set[str]:
+        """The ids at the ``end`` of the current edges of these types: ``holders(["TREATS"], "object")``
+        is every entity some drug treats."""
+        if end not in ("subject", "object"):
+            raise InvalidInput(f"end must be 'subject' or 'object', not {end!r}")
+        query = self.cypher.HOLDERS.format(end="a" if end == "subject" else "b")
+        return {row[0] for row in self._run(query, {"types": _types(rel_types)})}
 
     def entity_count(self) -> int:
         """How many entities the graph holds: a cheap query (no scan of properties or edges), for

@@ -126,6 +126,13 @@ AFTER_KEY_FILTER = "r.key > $after"
 # so two writers could both find "no current edge" and both create one. One lock node serialises
 # writers (as the embedded store's single writer does); readers never touch it.
 WRITE_LOCK = "MERGE (l:MedkgWriteLock {id: 1}) SET l.n = coalesce(l.n, 0) + 1"
+# the entities at one end of the current edges of some types ("every disease a drug treats")
+HOLDERS = """
+MATCH (a:Entity)-[r]->(b:Entity)
+WHERE type(r) IN $types AND r.valid_to IS NULL
+RETURN DISTINCT {end}.id
+"""
+
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"  # no property read: the count store on Neo4j
 COUNT_RELATIONS_BY_TYPE = "MATCH (:Entity)-[r]->(:Entity) RETURN type(r), r.valid_to IS NULL, count(*)"

@@ -23,13 +23,19 @@ from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.question_intent import Asked
 
-__all__ = ["CONDITION", "CONDITION_MIN", "ConditionReading", "holds", "nearest_condition"]
+__all__ = ["CONDITION", "CONDITION_MIN", "ConditionReading", "holds", "nearest_condition", "suggested_condition"]
 
 #: the least cosine between a finding's name and a condition's name (or synonym) for one to be read as
 #: the other
 CONDITION_MIN = 0.8
 CANDIDATES = 10  # the entity index's nearest entities to the finding, of which the conditions are tried
 CONDITION = "Disease"
+#: a question that describes a condition in its own words ("falling asleep during the day") is compared
+#: with each condition holding the asked facts (its entity vector: name and definition), when they are at
+#: most POOL_MAX; the nearest is suggested when SUGGEST_MARGIN nearer than the next. Suggested, never
+#: answered for: the same comparison puts migraine first for "headache" and narcolepsy for "insomnia".
+POOL_MAX = 2000
+SUGGEST_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -71,3 +77,24 @@ def nearest_condition(
         return None
     condition = names[best][0]
     return ConditionReading(finding_id, finding_name, condition.id, condition.name, round(float(cosines[best]), 4))
+
+
+def suggested_condition(
+    graph: BaseGraphStore, entity_index: EntityIndex, embedder: TextEmbedder, question: str, asked: Sequence[Asked]
+) -> tuple[str, str] | None:
+    """``(id, name)`` of the condition holding an asked fact nearest to the question's words, when it is
+    clearly the nearest."""
+    types = sorted({a.type for a in asked})
+    pool = graph.holders(types, "object") | graph.holders(types, "subject") if types else set()
+    if not pool or len(pool) > POOL_MAX:
+        return None
+    conditions = [e for e in graph.get_entities(pool).values() if e.category == CONDITION]
+    if len(conditions) < 2:
+        return None
+    vectors, _ = entity_index.vectors(list(conditions))
+    query = np.asarray(embedder.encode([question]), dtype=np.float32)[0]
+    cosines = vectors @ (query / np.linalg.norm(query))
+    first, second = np.argsort(-cosines)[:2]
+    if cosines[first] - cosines[second] < SUGGEST_MARGIN:
+        return None
+    return conditions[first].id, conditions[first].name

@@ -23,7 +23,7 @@ from kg.linker import EntityLinker
 from kg.model import CO_MENTIONED, NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import Asked, asked_relations
-from kg.retrieval.conditions import CONDITION, ConditionReading, holds, nearest_condition
+from kg.retrieval.conditions import CONDITION, ConditionReading, holds, nearest_condition, suggested_condition
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence, GraphRetrieval
 from kg.retrieval.joint import Concept, concepts_named, question_concepts
@@ -320,6 +320,16 @@ class Retriever:
             unjoined_passages=len(unjoined),
             readings=readings,
         )
+
+    def suggested_condition(self, query: str, linked: Sequence[LinkedEntity]) -> tuple[str, str] | None:
+        """For a question that asks for a relation and names no disease ("what can he take for falling
+        asleep during the day"): the condition holding such facts nearest to its words, to suggest."""
+        asked = asked_relations(query)
+        if not asked or any(e.category == CONDITION and e.method != "vector" for e in linked):
+            return None
+        ei = self.graph_evidence.entity_index
+        found = suggested_condition(self.graph, ei, self.embedder, query, asked)
+        return None if found is None or found[0] in {e.id for e in linked} else found
 
     def _read_as_conditions(
         self, linked: list[LinkedEntity], groups: list[tuple[str, ...]], asked: Sequence[Asked]

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from kg.retrieval.conditions import ConditionReading
     from kg.unknown_names import UnknownName
 
-__all__ = ["Answer", "AnswerMode", "reading_note", "unknown_answer", "unknown_note"]
+__all__ = ["Answer", "AnswerMode", "reading_note", "suggestion_note", "unknown_answer", "unknown_note"]
 
 AnswerMode = Literal["extractive", "llm"]
 
@@ -62,6 +62,14 @@ def reading_note(readings: list[ConditionReading]) -> str:
     """How the answer read a finding the question named as the condition nearest to it."""
     read = [f"{r.finding_name} as {r.name}" for r in readings]
     return f"Read {_and(read)}: the nearest condition the knowledge graph holds such facts for."
+
+
+def suggestion_note(condition_id: str, name: str) -> str:
+    """A condition the question may describe, offered as a question (never answered for)."""
+    return (
+        f"Did you mean {name} ({condition_id})? Of the conditions the knowledge graph holds such facts for, "
+        "it is the nearest to the question's words."
+    )
 
 
 def _and(items: list[str]) -> str:

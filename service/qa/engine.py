@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from kg.errors import InvalidInput, NotConfigured
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem
 from kg.retrieval.retriever import Retrieval, Retriever, facts_lead
-from service.qa.answer import Answer, reading_note, unknown_answer, unknown_note, unrelated_answer
+from service.qa.answer import Answer, reading_note, suggestion_note, unknown_answer, unknown_note, unrelated_answer
 from service.qa.citations import reading_order
 from service.qa.extractive import ExtractiveComposer
 from service.qa.llm import LLMAnswerer, LLMError
@@ -333,13 +333,19 @@ class QAEngine:
         """The answer without an LLM, which also decides whether an LLM is asked at all (in either mode an
         LLM must not guess) and what the LLM reads first (``_llm_evidence``):
         "medkg has no information about X" when retrieval stopped at an unknown name, else the
-        extractive composer's, an abstention when nothing reaches its support floors."""
+        extractive composer's, an abstention when nothing reaches its support floors (with the condition
+        nearest to a question that describes one, as a question: ``Retriever.suggested_condition``)."""
         if retrieval.stopped:
             return unknown_answer(retrieval.unknown)
         if retrieval.unrelated and not facts_lead(retrieval.bundle.of_kind("kg")):
             # what the graph says of one of them alone does not relate them either
             return unrelated_answer(retrieval.unrelated, retrieval.unjoined_passages)
-        return self.composer.compose(retrieval.query, retrieval.bundle)
+        answer = self.composer.compose(retrieval.query, retrieval.bundle)
+        if answer.insufficient_evidence and (
+            near := self.retriever.suggested_condition(retrieval.query, retrieval.linked)
+        ):
+            answer.text += f" {suggestion_note(*near)}"
+        return answer
 
     # ---- entry points ------------------------------------------------------------------------
     def ask(

@@ -41,8 +41,24 @@ ENTITIES = [
     Entity(id="DRUGBANK:DB00472", name="Fluoxetine", category="Drug"),
     # fever is no hay fever, whatever the words share
     Entity(id="HP:0001945", name="Fever", category="Phenotype"),
-    Entity(id="DOID:4481", name="allergic rhinitis", category="Disease", synonyms=["hay fever"]),
+    Entity(
+        id="DOID:4481",
+        name="allergic rhinitis",
+        category="Disease",
+        synonyms=["hay fever"],
+        description="A rhinitis that is an allergic inflammation of the nasal airways, which occurs when an "
+        "allergen, such as pollen, dust or animal dander is inhaled by an individual with a sensitized immune system.",
+    ),
     Entity(id="DRUGBANK:DB00341", name="Cetirizine", category="Drug"),
+    # a condition a question may describe in its own words (the Disease Ontology's definition)
+    Entity(
+        id="DOID:8986",
+        name="narcolepsy",
+        category="Disease",
+        description="A sleep disorder that involves an excessive urge to sleep at inappropriate times, such as "
+        "while at work, and is characterized by excessive daytime sleepiness and cataplexy.",
+    ),
+    Entity(id="DRUGBANK:DB00745", name="Modafinil", category="Drug"),
 ]
 RELATIONS = [
     Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
@@ -50,6 +66,7 @@ RELATIONS = [
     Relation(subject="DOID:9352", type="IS_A", object="DOID:9351", source="doid"),
     Relation(subject="DRUGBANK:DB00472", type="PALLIATES", object="DOID:594", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00341", type="TREATS", object="DOID:4481", source="pharmacotherapydb"),
+    Relation(subject="DRUGBANK:DB00745", type="TREATS", object="DOID:8986", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00331", type="TREATS", object="DOID:9352", source="pharmacotherapydb"),
     Relation(
         subject="NCBIGene:54790",
@@ -138,6 +155,18 @@ def test_a_finding_is_read_as_the_nearest_condition_with_drugs_and_the_answer_sa
     # a disease the graph knows without drugs is never read as another one
     out = _qa(client, "what helps with panic disorder")
     assert not [e for e in out["linked_entities"] if e["method"] == "condition"]
+
+
+def test_a_condition_described_in_everyday_words_is_suggested_never_answered(client: TestClient) -> None:
+    """The words link nothing; the condition with drugs nearest to them is offered as a question."""
+    out = _qa(client, "my husband keeps falling asleep during the day, what can he take")
+    assert out["insufficient_evidence"] and out["citations"] == []
+    assert "Did you mean narcolepsy (DOID:8986)?" in out["answer"], out["answer"]
+    # a question that names a disease is about it: no other disease is offered in its place
+    retriever = client.app.state.container.qa.retriever  # type: ignore[attr-defined]
+    question = "which drugs treat microcephaly-epilepsy syndrome"
+    assert retriever.suggested_condition(question, retriever.link(question).linked) is None
+    assert retriever.suggested_condition(question, []) is not None  # the same words, had they linked nothing
 
 
 def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) -> None:

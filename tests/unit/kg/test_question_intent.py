@@ -32,6 +32,9 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("what do they give for an underactive thyroid", {"TREATS", "PALLIATES"}),
         ("what eases gout pain", {"TREATS", "PALLIATES"}),
         ("Does chronic inflammation give rise to cancer?", set()),
+        ("what do people take for hay fever", {"TREATS", "PALLIATES"}),
+        ("what can I put on my baby's itchy eczema", {"TREATS", "PALLIATES"}),
+        ("what do they use for tooth decay", {"TREATS", "PALLIATES"}),
     ],
 )
 def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:

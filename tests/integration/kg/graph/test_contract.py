@@ -253,6 +253,18 @@ def test_invalidated_edges_are_hidden_from_current_queries_but_kept(store: BaseG
     assert st.relation_types["HAS_PHENOTYPE"] == 1
 
 
+def test_holders_are_the_ends_of_current_edges_of_some_types(store: BaseGraphStore) -> None:
+    load(store)
+    assert store.holders(["TREATS"], "object") == {"DOID:14323"}
+    assert store.holders(["TREATS", "ASSOCIATED_WITH"], "subject") == {"DRUGBANK:DB00945", "NCBIGene:2200"}
+    assert store.holders(["HAS_PHENOTYPE"], "subject") == {"OMIM:154700"}
+    store.invalidate("OMIM:154700", "HAS_PHENOTYPE", "HP:0001083")
+    assert store.holders(["HAS_PHENOTYPE"], "object") == {"HP:0001166"}  # an ended edge holds nothing
+    assert store.holders(["NO_SUCH_TYPE"], "object") == set()
+    with pytest.raises(InvalidInput):
+        store.holders(["TREATS"], "middle")  # type: ignore[arg-type]
+
+
 def test_relations_needs_a_subject_or_an_object(store: BaseGraphStore) -> None:
     load(store)
     for subject, object in ((None, None), ("", ""), ("", None), (" ", "")):
