@@ -31,6 +31,24 @@ def test_the_set_has_six_classes_with_expectations() -> None:
             assert expect["unknown"] in item["question"]
 
 
+def test_the_handwritten_set_comes_in_its_splits_with_expectations() -> None:
+    """eval/data/trust_handwritten.jsonl: each split written before the work it measures
+    (docs/evaluation.md#questions-written-by-hand); the few answerable-class questions that expect an
+    abstention are those the graph cannot answer."""
+    items = trust.load_set(Path(trust.__file__).parent / "data" / "trust_handwritten.jsonl")
+    assert len({i["id"] for i in items}) == len(items) >= 150
+    assert {i["split"] for i in items} == {"probe", "holdout", *(f"holdout{n}" for n in range(2, 6))}
+    for item in items:
+        expect = item["expect"]
+        assert bool(expect.get("cite")) == expect["answer"], item
+        if item["class"] in ("unknown", "off_topic"):
+            assert not expect["answer"], item
+        if item["class"] == "unknown":
+            assert expect["unknown"] in item["question"]
+    abstaining = [i["id"] for i in items if i["class"] not in ("unknown", "off_topic") and not i["expect"]["answer"]]
+    assert len(abstaining) <= 5, abstaining
+
+
 def test_the_set_is_what_its_builder_makes_from_the_shared_data() -> None:
     built = trust_questions.build(shared())
     committed = trust.load_set()
