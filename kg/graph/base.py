@@ -609,8 +609,7 @@ class BaseGraphStore(ABC):
         is every entity some drug treats."""
         if end not in ("subject", "object"):
             raise InvalidInput(f"end must be 'subject' or 'object', not {end!r}")
-        query = self.cypher.HOLDERS.format(end="a" if end == "subject" else "b")
-        return {row[0] for row in self._run(query, {"types": _types(rel_types)})}
+        return {row[0] for row in self._run(self.cypher.HOLDERS[end], {"types": _types(rel_types)})}
 
     def entity_count(self) -> int:
         """How many entities the graph holds: a cheap query (no scan of properties or edges), for

@@ -156,11 +156,10 @@ SOURCE_FILTER = "r.source = $source"
 AFTER_KEY_FILTER = "r.key > $after"
 
 # the entities at one end of the current edges of some types ("every disease a drug treats")
-HOLDERS = """
-MATCH (a:Entity)-[r:Rel]->(b:Entity)
-WHERE r.type IN $types AND r.valid_to IS NULL
-RETURN DISTINCT {end}.id
-"""
+HOLDERS = {
+    end: f"MATCH (a:Entity)-[r:Rel]->(b:Entity) WHERE r.type IN $types AND r.valid_to IS NULL RETURN DISTINCT {node}.id"
+    for end, node in (("subject", "a"), ("object", "b"))
+}
 
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"  # no property read: the count store on Neo4j

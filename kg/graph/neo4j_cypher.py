@@ -127,11 +127,10 @@ AFTER_KEY_FILTER = "r.key > $after"
 # writers (as the embedded store's single writer does); readers never touch it.
 WRITE_LOCK = "MERGE (l:MedkgWriteLock {id: 1}) SET l.n = coalesce(l.n, 0) + 1"
 # the entities at one end of the current edges of some types ("every disease a drug treats")
-HOLDERS = """
-MATCH (a:Entity)-[r]->(b:Entity)
-WHERE type(r) IN $types AND r.valid_to IS NULL
-RETURN DISTINCT {end}.id
-"""
+HOLDERS = {
+    end: f"MATCH (a:Entity)-[r]->(b:Entity) WHERE type(r) IN $types AND r.valid_to IS NULL RETURN DISTINCT {node}.id"
+    for end, node in (("subject", "a"), ("object", "b"))
+}
 
 COUNT_ENTITIES_BY_CATEGORY = "MATCH (e:Entity) RETURN e.category, count(*)"
 COUNT_ENTITIES = "MATCH (e:Entity) RETURN count(e)"  # no property read: the count store on Neo4j
