@@ -34,6 +34,7 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
             r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|meds|pills?|tablets?|remed(y|ies)|cur(e|es|ed)"
             r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|us(e|ed|es) (for|in|on|to treat)|indicat(ed|ions?)"
             r"|(give|gives|given|gave)(?! rise)( \w+)? (for|to|in)|relie(f|ve)|eas(e|es|ing)|get rid of"
+            r"|(what|which|anything)( \w+){0,2} (stop|stops|calm|calms|control|controls)"
             r"|(can|should|do|could|does|did) (i|you|we|he|she|they|people|patients|my \w+) (take|put on|apply))\b",
         ),
         (

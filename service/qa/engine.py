@@ -339,8 +339,9 @@ class QAEngine:
             return unknown_answer(retrieval.unknown)
         if retrieval.unrelated and not facts_lead(retrieval.bundle.of_kind("kg")):
             # what the graph says of one of them alone does not relate them either
-            return unrelated_answer(retrieval.unrelated, retrieval.unjoined_passages)
-        answer = self.composer.compose(retrieval.query, retrieval.bundle)
+            answer = unrelated_answer(retrieval.unrelated, retrieval.unjoined_passages)
+        else:
+            answer = self.composer.compose(retrieval.query, retrieval.bundle)
         if answer.insufficient_evidence and (
             near := self.retriever.suggested_condition(retrieval.query, retrieval.linked)
         ):

@@ -59,6 +59,8 @@ ENTITIES = [
         "while at work, and is characterized by excessive daytime sleepiness and cataplexy.",
     ),
     Entity(id="DRUGBANK:DB00745", name="Modafinil", category="Drug"),
+    Entity(id="SYMP:0000139", name="sneezing", category="Symptom"),
+    Entity(id="HP:0001742", name="Nasal congestion", category="Phenotype", synonyms=["Stuffy nose"]),
 ]
 RELATIONS = [
     Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
@@ -162,6 +164,10 @@ def test_a_condition_described_in_everyday_words_is_suggested_never_answered(cli
     out = _qa(client, "my husband keeps falling asleep during the day, what can he take")
     assert out["insufficient_evidence"] and out["citations"] == []
     assert "Did you mean narcolepsy (DOID:8986)?" in out["answer"], out["answer"]
+    # findings that describe one condition together, whether or not a passage relates them
+    out = _qa(client, "what can I take for sneezing and a stuffy nose from pollen")
+    assert out["insufficient_evidence"], out["answer"]
+    assert "Did you mean allergic rhinitis (DOID:4481)?" in out["answer"], out["answer"]
     # a question that names a disease is about it: no other disease is offered in its place
     retriever = client.app.state.container.qa.retriever  # type: ignore[attr-defined]
     question = "which drugs treat microcephaly-epilepsy syndrome"

@@ -35,6 +35,8 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("what do people take for hay fever", {"TREATS", "PALLIATES"}),
         ("what can I put on my baby's itchy eczema", {"TREATS", "PALLIATES"}),
         ("what do they use for tooth decay", {"TREATS", "PALLIATES"}),
+        ("what can stop the creepy crawly feeling in my legs at night", {"TREATS", "PALLIATES"}),
+        ("When should I stop warfarin before surgery?", set()),
     ],
 )
 def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:
