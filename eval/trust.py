@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kg.retrieval.evidence import fact_of_citation
 from kg.settings import load_settings
 from service.container import Container
 from service.qa.engine import QAOptions, QAResponse
@@ -33,7 +34,6 @@ from service.qa.engine import QAOptions, QAResponse
 DEFAULT_SET = Path(__file__).parent / "data" / "trust_dev.jsonl"
 CLASSES = ("graph_facts", "lay", "vignettes", "literature", "unknown", "off_topic")
 GOALS = {"unknown_abstain": 0.98, "answerable_answered": 0.90, "every_class": 0.85, "off_target": 0}
-_FACT = re.compile(r"^KG:(.+?)-((?:NOT_)?[A-Z][A-Z_]*)-(.+)$")
 _DIAGNOSIS = re.compile(r"^KG:([A-Za-z]+:\d+)-HAS_PHENOTYPE-")  # a vignette's expected citation: its diagnosis
 RANKED_TOP = 5  # a vignette's diagnosis among this many single diseases ranked (not entries)
 
@@ -56,7 +56,7 @@ def off_target(response: QAResponse, equivalents: Callable[[set[str]], set[str]]
     named = {e.id for e in response.linked_entities} | {d.disease for d in response.differential}
     named |= equivalents(named)
     on_paths = {step.citation for p in response.kg_paths for step in p.steps if step.citation}
-    facts = [(c.id, m.groups()) for c in response.citations if c.kind == "kg" and (m := _FACT.match(c.id))]
+    facts = [(c.id, f) for c in response.citations if c.kind == "kg" and (f := fact_of_citation(c.id))]
     named |= {s for _, (s, t, o) in facts if t == "IS_A" and o in named}
     return [cid for cid, (s, _, o) in facts if s not in named and o not in named and cid not in on_paths]
 

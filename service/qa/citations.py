@@ -44,9 +44,9 @@ _POINT_END = re.compile(r"\[[^\[\]]*\]|[;.](?=\s|$)")
 
 
 def reading_order(text: str, cited: Iterable[str] = ()) -> list[str]:
-    """The ids an answer cites, the first of each point it makes (a clause or sentence: an entry of a
-    differential, a disease's drugs) before the second of any: every point's strongest evidence comes
-    first. Then the ``cited`` ids the text does not show."""
+    """The ids an answer cites, the first of each point it makes (a clause or sentence: a disease's
+    drugs, its subtypes) before the second of any: every point's strongest evidence comes first. Then
+    the ``cited`` ids the text does not show."""
     points: list[list[str]] = [[]]
     for m in _POINT_END.finditer(text):
         if m.group(0).startswith("["):
