@@ -4,9 +4,10 @@ records the drugs of the Disease Ontology's panic disorder. The condition whose 
 meaning to the finding's joins its mention, and the answer says so ("panic attacks" read as panic
 disorder): a reading offered in the open, never a silent substitution.
 
-Only for a mention that links no disease, only when nothing the question links holds a fact of the
-asked relation, and only at a cosine of names (the finding's name against the condition's name and
-synonyms) of :data:`CONDITION_MIN` or more: "restless legs" -> restless legs syndrome (0.93), "patchy
+Only for a mention that links no disease, only when no fact gathered for the question answers it
+(the retriever asks after gathering, so a question that is answered pays nothing), and only at a
+cosine of names (the finding's name against the condition's name and synonyms) of
+:data:`CONDITION_MIN` or more: "restless legs" -> restless legs syndrome (0.93), "patchy
 alopecia" -> alopecia areata (0.82), while "fever" -> allergic rhinitis (0.64, through "hay fever") and
 "headache" -> migraine (0.77) are not read so.
 """
@@ -23,7 +24,7 @@ from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
 from kg.question_intent import Asked
 
-__all__ = ["CONDITION", "CONDITION_MIN", "ConditionReading", "holds", "nearest_condition", "suggested_condition"]
+__all__ = ["CONDITION", "CONDITION_MIN", "ConditionReading", "nearest_condition", "suggested_condition"]
 
 #: the least cosine between a finding's name and a condition's name (or synonym) for one to be read as
 #: the other
@@ -49,7 +50,7 @@ class ConditionReading:
     cosine: float
 
 
-def holds(graph: BaseGraphStore, entity_id: str, asked: Sequence[Asked]) -> bool:
+def _holds(graph: BaseGraphStore, entity_id: str, asked: Sequence[Asked]) -> bool:
     """Whether the entity has a current fact of one of the asked relation types."""
     return bool(graph.neighbours(entity_id, rel_types=sorted({a.type for a in asked}), limit=1))
 
@@ -65,7 +66,7 @@ def nearest_condition(
     """The condition that holds an asked fact and whose name or a synonym is nearest to
     ``finding_name``, when at :data:`CONDITION_MIN` or more."""
     hits = [i for i, _ in entity_index.search(finding_name, k=CANDIDATES) if i != finding_id]
-    conditions = [e for i, e in graph.get_entities(hits).items() if e.category == CONDITION and holds(graph, i, asked)]
+    conditions = [e for i, e in graph.get_entities(hits).items() if e.category == CONDITION and _holds(graph, i, asked)]
     if not conditions:
         return None
     names = [(e, n) for e in conditions for n in (e.name, *e.synonyms)]

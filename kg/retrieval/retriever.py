@@ -23,7 +23,7 @@ from kg.linker import EntityLinker
 from kg.model import CO_MENTIONED, NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import Asked, asked_relations
-from kg.retrieval.conditions import CONDITION, ConditionReading, holds, nearest_condition, suggested_condition
+from kg.retrieval.conditions import CONDITION, ConditionReading, nearest_condition, suggested_condition
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence, GraphRetrieval
 from kg.retrieval.joint import Concept, concepts_named, question_concepts
@@ -247,10 +247,8 @@ class Retriever:
         qvec = self.embedder.encode([query])[0]
         timings["embed"] = time.perf_counter() - t
 
-        t = time.perf_counter()
         asked = asked_relations(query)
-        readings = self._read_as_conditions(linked, groups, asked)
-        timings["conditions"] = time.perf_counter() - t
+        readings: list[ConditionReading] = []
 
         # A phenotype list asking for a diagnosis goes to the differential ranking, whose matched
         # facts say more than paths between the phenotypes (which run through thousands of diseases) or
@@ -263,6 +261,12 @@ class Retriever:
             timings["graph_facts"] = time.perf_counter() - t
         else:
             graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked)
+            if asked and not any(f.answers for f in graph.facts):  # nothing linked holds what is asked
+                t = time.perf_counter()
+                readings = self._read_as_conditions(linked, groups, asked)
+                timings["conditions"] = time.perf_counter() - t
+                if readings:  # the graph's evidence again, with the conditions read
+                    graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked)
             timings.update(graph.timings)
 
         t = time.perf_counter()
@@ -334,12 +338,10 @@ class Retriever:
     def _read_as_conditions(
         self, linked: list[LinkedEntity], groups: list[tuple[str, ...]], asked: Sequence[Asked]
     ) -> list[ConditionReading]:
-        """When nothing the question links holds a fact it asks for, each mention that links no disease
-        also links the condition nearest to it that does (``linked`` and ``groups`` gain it)."""
-        stated = [e for e in linked if not e.negated]
-        if not asked or not stated or any(holds(self.graph, e.id, asked) for e in stated):
-            return []
-        by_id = {e.id: e for e in stated}
+        """For a question whose linked entities hold no fact it asks for (no gathered fact answers):
+        each mention that links no disease also links the condition nearest to it that holds one
+        (``linked`` and ``groups`` gain it)."""
+        by_id = {e.id: e for e in linked if not e.negated}
         readings: list[ConditionReading] = []
         for n, group in enumerate(groups):
             finding = by_id.get(group[0])

@@ -235,6 +235,10 @@ def test_a_vignette_in_everyday_words_goes_to_the_differential(client: TestClien
     assert methods["HP:0001250"] == "lay" and methods["HP:0000252"] == "lexicon"
     assert out["differential"][0]["disease"] == "OMIM:100001"
     assert out["answer"].startswith("Diseases ranked by similarity")
+    # a vignette's words that ask for a relation ("what helps") read no finding as a condition: its
+    # findings are the patient's, ranked as they are
+    out = _qa(client, "my kid has fits, a small head and panic attacks, what could it be and what helps")
+    assert out["differential"] and not [e for e in out["linked_entities"] if e["method"] == "condition"]
 
 
 def test_a_diseases_subtypes_are_one_entry_of_the_differential(client: TestClient) -> None:
