@@ -10,21 +10,38 @@ cosine of names (the finding's name against the condition's name and synonyms) o
 :data:`CONDITION_MIN` or more: "restless legs" -> restless legs syndrome (0.93), "patchy
 alopecia" -> alopecia areata (0.82), while "fever" -> allergic rhinitis (0.64, through "hay fever") and
 "headache" -> migraine (0.77) are not read so.
+
+A question that describes a condition in its own words ("wheezing attacks and a tight chest") and
+links none is compared, whole, with the conditions holding the asked facts: the nearest, when clearly
+nearest, is read when the graph corroborates it (a finding the question names is a feature of the
+condition, of a subtype of it or of an entry the same as one: asthma has the symptom wheezing), and
+only suggested otherwise ("Did you mean narcolepsy?").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from kg.embedders import TextEmbedder
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
+from kg.model import SAME_AS
 from kg.question_intent import Asked
+from kg.retrieval.facts import FEATURE_TYPES
 
-__all__ = ["CONDITION", "CONDITION_MIN", "ConditionReading", "nearest_condition", "suggested_condition"]
+__all__ = [
+    "CONDITION",
+    "CONDITION_MIN",
+    "ConditionReading",
+    "Suggestion",
+    "corroborating_feature",
+    "nearest_condition",
+    "suggested_condition",
+]
 
 #: the least cosine between a finding's name and a condition's name (or synonym) for one to be read as
 #: the other
@@ -37,6 +54,11 @@ CONDITION = "Disease"
 #: answered for: the same comparison puts migraine first for "headache" and narcolepsy for "insomnia".
 POOL_MAX = 2000
 SUGGEST_MARGIN = 0.1
+#: a suggestion's corroboration reads the features of the condition, its direct subtypes and the entries
+#: the same as these (at most HEADS_MAX of them), and a finding corroborates a feature it is, or is an
+#: ancestor of within FEATURE_HOPS IS_A steps ("Tics" for Tourette's "Motor tics")
+HEADS_MAX = 300
+FEATURE_HOPS = 2
 
 
 @dataclass(frozen=True)
@@ -48,6 +70,17 @@ class ConditionReading:
     condition: str
     name: str
     cosine: float
+    #: a reading of the whole question (a suggestion corroborated): the condition's feature it names
+    feature: str | None = None
+
+
+class Suggestion(NamedTuple):
+    """The condition nearest to a question's words, ``cosine`` to them, ``margin`` nearer than the next."""
+
+    id: str
+    name: str
+    cosine: float
+    margin: float
 
 
 def _holds(graph: BaseGraphStore, entity_id: str, asked: Sequence[Asked]) -> bool:
@@ -82,9 +115,9 @@ def nearest_condition(
 
 def suggested_condition(
     graph: BaseGraphStore, entity_index: EntityIndex, embedder: TextEmbedder, question: str, asked: Sequence[Asked]
-) -> tuple[str, str] | None:
-    """``(id, name)`` of the condition holding an asked fact nearest to the question's words, when it is
-    clearly the nearest."""
+) -> Suggestion | None:
+    """The condition holding an asked fact nearest to the question's words, when it is clearly the
+    nearest."""
     types = sorted({a.type for a in asked})
     pool = graph.holders(types, "object") | graph.holders(types, "subject") if types else set()
     if not pool or len(pool) > POOL_MAX:
@@ -96,6 +129,33 @@ def suggested_condition(
     query = np.asarray(embedder.encode([question]), dtype=np.float32)[0]
     cosines = vectors @ (query / np.linalg.norm(query))
     first, second = np.argsort(-cosines)[:2]
-    if cosines[first] - cosines[second] < SUGGEST_MARGIN:
+    margin = float(cosines[first] - cosines[second])
+    if margin < SUGGEST_MARGIN:
         return None
-    return conditions[first].id, conditions[first].name
+    return Suggestion(conditions[first].id, conditions[first].name, round(float(cosines[first]), 4), round(margin, 4))
+
+
+def corroborating_feature(graph: BaseGraphStore, condition_id: str, findings: Sequence[str]) -> tuple[str, str] | None:
+    """``(finding id, feature name)``: the first of ``findings`` that is a feature (``HAS_PHENOTYPE``,
+    ``HAS_SYMPTOM``) of the condition, of one of its direct subtypes or of an entry the same as one of
+    these, or an ancestor of such a feature within :data:`FEATURE_HOPS` steps."""
+    if not findings:
+        return None
+    heads = {condition_id} | {child["id"] for _, _, child in graph.edge_rows([condition_id], ["IS_A"], direction="in")}
+    heads |= {other["id"] for _, _, other in graph.edge_rows(sorted(heads), [SAME_AS], direction="both")}
+    if len(heads) > HEADS_MAX:
+        return None
+    features = {row["id"]: row["name"] for _, _, row in graph.edge_rows(sorted(heads), sorted(FEATURE_TYPES))}
+    named = {f: f for f in features}  # each term reached -> the feature it was reached from
+    frontier = set(features)
+    for _ in range(FEATURE_HOPS):
+        step = {}
+        for term, _, parent in graph.edge_rows(sorted(frontier), ["IS_A"]):
+            if parent["id"] not in named:
+                step[parent["id"]] = named[term]
+        named.update(step)
+        frontier = set(step)
+    for finding in findings:
+        if finding in named:
+            return finding, features[named[finding]]
+    return None

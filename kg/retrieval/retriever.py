@@ -23,7 +23,14 @@ from kg.linker import EntityLinker
 from kg.model import CO_MENTIONED, NOT_VOCABULARY, Entity, GraphPath
 from kg.negation import by_polarity, negated_mentions
 from kg.question_intent import Asked, asked_relations
-from kg.retrieval.conditions import CONDITION, ConditionReading, nearest_condition, suggested_condition
+from kg.retrieval.conditions import (
+    CONDITION,
+    ConditionReading,
+    Suggestion,
+    corroborating_feature,
+    nearest_condition,
+    suggested_condition,
+)
 from kg.retrieval.evidence import EvidenceBundle, EvidenceItem, fact_citation_id, fill_budget
 from kg.retrieval.facts import GraphEvidence, GraphRetrieval
 from kg.retrieval.joint import Concept, concepts_named, question_concepts
@@ -104,6 +111,10 @@ class Retrieval:
     # findings read as the condition nearest to them, which holds what the question asks for
     # (kg/retrieval/conditions.py)
     readings: list[ConditionReading] = field(default_factory=list)
+    # the condition nearest to the question's words when retrieval compared them (the reading of a
+    # description, tried when nothing linked holds what is asked), for the abstention to offer
+    suggestion: Suggestion | None = None
+    suggestion_tried: bool = False
 
 
 class Links(NamedTuple):
@@ -249,6 +260,7 @@ class Retriever:
 
         asked = asked_relations(query)
         readings: list[ConditionReading] = []
+        tried: list[Suggestion | None] = []  # the suggestion, once compared
 
         # A phenotype list asking for a diagnosis goes to the differential ranking, whose matched
         # facts say more than paths between the phenotypes (which run through thousands of diseases) or
@@ -263,7 +275,7 @@ class Retriever:
             graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked)
             if asked and not any(f.answers for f in graph.facts):  # nothing linked holds what is asked
                 t = time.perf_counter()
-                readings = self._read_as_conditions(linked, groups, asked)
+                readings = self._read_as_conditions(query, linked, groups, asked, tried)
                 timings["conditions"] = time.perf_counter() - t
                 if readings:  # the graph's evidence again, with the conditions read
                     graph = self.graph_evidence.retrieve(query, qvec, groups, max_hops=hops, asked=asked)
@@ -323,9 +335,11 @@ class Retriever:
             unrelated=[c.label for c in concepts] if unjoined and not hits else [],
             unjoined_passages=len(unjoined),
             readings=readings,
+            suggestion=tried[0] if tried else None,
+            suggestion_tried=bool(tried),
         )
 
-    def suggested_condition(self, query: str, linked: Sequence[LinkedEntity]) -> tuple[str, str] | None:
+    def suggested_condition(self, query: str, linked: Sequence[LinkedEntity]) -> Suggestion | None:
         """For a question that asks for a relation and names no disease ("what can he take for falling
         asleep during the day"): the condition holding such facts nearest to its words, to suggest."""
         asked = asked_relations(query)
@@ -336,11 +350,17 @@ class Retriever:
         return None if found is None or found[0] in {e.id for e in linked} else found
 
     def _read_as_conditions(
-        self, linked: list[LinkedEntity], groups: list[tuple[str, ...]], asked: Sequence[Asked]
+        self,
+        query: str,
+        linked: list[LinkedEntity],
+        groups: list[tuple[str, ...]],
+        asked: Sequence[Asked],
+        tried: list[Suggestion | None],
     ) -> list[ConditionReading]:
         """For a question whose linked entities hold no fact it asks for (no gathered fact answers):
-        each mention that links no disease also links the condition nearest to it that holds one
-        (``linked`` and ``groups`` gain it)."""
+        each mention that links no disease also links the condition nearest to it that holds one; failing
+        that, the condition the whole question describes, when the graph corroborates it (``linked`` and
+        ``groups`` gain it; ``tried`` the suggestion compared)."""
         by_id = {e.id: e for e in linked if not e.negated}
         readings: list[ConditionReading] = []
         for n, group in enumerate(groups):
@@ -355,13 +375,38 @@ class Retriever:
             reading = nearest_condition(self.graph, ei, self.embedder, finding.id, finding.name, asked)
             if reading is not None and reading.condition not in {r.condition for r in readings}:
                 groups[n] = (*group, reading.condition)
-                linked.append(
-                    LinkedEntity(
-                        reading.condition, reading.name, CONDITION, finding.mention, "condition", reading.cosine
-                    )
-                )
+                linked.append(self._condition_linked(reading, finding.mention))
                 readings.append(reading)
+        if not readings and (described := self._read_description(query, linked, groups, tried)):
+            readings.append(described)
         return readings
+
+    def _read_description(
+        self, query: str, linked: list[LinkedEntity], groups: list[tuple[str, ...]], tried: list[Suggestion | None]
+    ) -> ConditionReading | None:
+        """The condition a question describes ("wheezing attacks and a tight chest": asthma), when it
+        is the clearly nearest and one of the findings linked is among its features."""
+        near = self.suggested_condition(query, linked)
+        tried.append(near)
+        if near is None:
+            return None
+        findings = {e.id: e for e in linked if not e.negated and e.category != CONDITION and e.method != "session"}
+        found = corroborating_feature(self.graph, near.id, list(findings))
+        if found is None:
+            return None
+        finding = findings[found[0]]
+        reading = ConditionReading(finding.id, finding.name, near.id, near.name, near.cosine, feature=found[1])
+        n = next((n for n, group in enumerate(groups) if finding.id in group), None)
+        if n is None:
+            groups.append((finding.id, near.id))
+        else:
+            groups[n] = (*groups[n], near.id)
+        linked.append(self._condition_linked(reading, finding.mention))
+        return reading
+
+    @staticmethod
+    def _condition_linked(reading: ConditionReading, mention: str) -> LinkedEntity:
+        return LinkedEntity(reading.condition, reading.name, CONDITION, mention, "condition", reading.cosine)
 
     def _wants_differential(self, query: str, linked: list[LinkedEntity]) -> bool:
         if self.phenotypes is None or not asks_for_diagnosis(query):

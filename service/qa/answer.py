@@ -59,7 +59,15 @@ def unknown_note(unknown: list[UnknownName]) -> str:
 
 
 def reading_note(readings: list[ConditionReading]) -> str:
-    """How the answer read a finding the question named as the condition nearest to it."""
+    """How the answer read a finding the question named as the condition nearest to it, or the whole
+    question as the condition it describes."""
+    described = [r for r in readings if r.feature]
+    if described:
+        r = described[0]
+        return (
+            f"Read the question as about {r.name}: of the conditions the knowledge graph holds such facts for, "
+            f"the nearest to its words, and one with {r.feature} among its features."
+        )
     read = [f"{r.finding_name} as {r.name}" for r in readings]
     return f"Read {_and(read)}: the nearest condition the knowledge graph holds such facts for."
 

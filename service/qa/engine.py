@@ -343,9 +343,11 @@ class QAEngine:
         else:
             answer = self.composer.compose(retrieval.query, retrieval.bundle)
         if answer.insufficient_evidence and (
-            near := self.retriever.suggested_condition(retrieval.query, retrieval.linked)
+            near := retrieval.suggestion
+            if retrieval.suggestion_tried
+            else self.retriever.suggested_condition(retrieval.query, retrieval.linked)
         ):
-            answer.text += f" {suggestion_note(*near)}"
+            answer.text += f" {suggestion_note(near.id, near.name)}"
         return answer
 
     # ---- entry points ------------------------------------------------------------------------

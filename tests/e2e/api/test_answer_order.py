@@ -13,6 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from kg.model import Entity, Relation
+from kg.retrieval.conditions import corroborating_feature
 from service.api.app import create_app
 from tests.support.qa_store import qa_container
 
@@ -61,6 +62,21 @@ ENTITIES = [
     Entity(id="DRUGBANK:DB00745", name="Modafinil", category="Drug"),
     Entity(id="SYMP:0000139", name="sneezing", category="Symptom"),
     Entity(id="HP:0001742", name="Nasal congestion", category="Phenotype", synonyms=["Stuffy nose"]),
+    # a condition described by its symptoms, which the graph holds (the Disease Ontology's definition and
+    # symptom; HPO's annotation of the OMIM entry the same as it)
+    Entity(
+        id="DOID:2841",
+        name="asthma",
+        category="Disease",
+        description="A bronchial disease that is characterized by chronic inflammation and narrowing of the "
+        "airways, which is caused by a combination of environmental and genetic factors resulting in recurring "
+        "periods of wheezing (a whistling sound while breathing), chest tightness, shortness of breath, and coughing.",
+    ),
+    Entity(id="OMIM:600807", name="Asthma, susceptibility to", category="Disease"),
+    Entity(id="SYMP:0000604", name="wheezing", category="Symptom"),
+    Entity(id="HP:0030828", name="Wheezing", category="Phenotype"),
+    Entity(id="HP:0002795", name="Functional respiratory abnormality", category="Phenotype"),
+    Entity(id="DRUGBANK:DB01001", name="Salbutamol", category="Drug"),
 ]
 RELATIONS = [
     Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
@@ -70,6 +86,11 @@ RELATIONS = [
     Relation(subject="DRUGBANK:DB00341", type="TREATS", object="DOID:4481", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00745", type="TREATS", object="DOID:8986", source="pharmacotherapydb"),
     Relation(subject="DRUGBANK:DB00331", type="TREATS", object="DOID:9352", source="pharmacotherapydb"),
+    Relation(subject="DRUGBANK:DB01001", type="TREATS", object="DOID:2841", source="pharmacotherapydb"),
+    Relation(subject="DOID:2841", type="HAS_SYMPTOM", object="SYMP:0000604", source="doid"),
+    Relation(subject="DOID:2841", type="SAME_AS", object="OMIM:600807", source="xref"),
+    Relation(subject="OMIM:600807", type="HAS_PHENOTYPE", object="HP:0030828", source="hpo"),
+    Relation(subject="HP:0030828", type="IS_A", object="HP:0002795", source="hpo"),
     Relation(
         subject="NCBIGene:54790",
         type="CO_MENTIONED",
@@ -175,6 +196,24 @@ def test_a_condition_described_in_everyday_words_is_suggested_never_answered(cli
     assert retriever.suggested_condition(question, []) is not None  # the same words, had they linked nothing
 
 
+def test_a_condition_described_by_a_feature_the_graph_holds_is_read_and_the_answer_says_so(
+    client: TestClient,
+) -> None:
+    """The clearly nearest condition with drugs is answered for when a finding the question names is
+    one of its features (the Disease Ontology's symptom wheezing); the sneezing above is no feature of
+    allergic rhinitis in this graph, so that one stays a suggestion."""
+    out = _qa(client, "what can my son use for wheezing attacks and a tight chest")
+    assert not out["insufficient_evidence"], out["answer"]
+    assert "KG:DRUGBANK:DB01001-TREATS-DOID:2841" in _cited(out), out["citations"]
+    assert out["answer"].startswith("Read the question as about asthma: of the conditions"), out["answer"]
+    assert any(e["id"] == "DOID:2841" and e["method"] == "condition" for e in out["linked_entities"])
+    graph = client.app.state.container.graph  # type: ignore[attr-defined]
+    # a feature of the entry the same as the condition, reached from an ancestor the question names
+    assert corroborating_feature(graph, "DOID:2841", ["HP:0001945", "HP:0002795"]) == ("HP:0002795", "Wheezing")
+    assert corroborating_feature(graph, "DOID:2841", ["SYMP:0000604"]) == ("SYMP:0000604", "wheezing")
+    assert corroborating_feature(graph, "DOID:4481", ["SYMP:0000139", "HP:0001742"]) is None
+
+
 def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) -> None:
     out = _qa(client, "Which genes are associated with diabetes mellitus?")
     assert not any("CO_MENTIONED" in c for c in _cited(out)), out["answer"]
@@ -252,6 +291,7 @@ def test_a_diseases_subtypes_are_one_entry_of_the_differential(client: TestClien
         (1, 2, "OMIM:100003", "DOID:0060999"),
         (2, 3, "OMIM:154700", None),
         (3, 4, "OMIM:100002", None),
+        (4, 5, "OMIM:600807", None),  # the asthma entry above: every annotated disease is ranked
     ]
     assert out["differential"][0]["group"]["name"] == "syndromic microcephaly with epilepsy"
     answer = out["answer"]
