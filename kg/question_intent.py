@@ -35,7 +35,8 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
             r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|us(e|ed|es) (for|in|on|to treat)|indicat(ed|ions?)"
             r"|(give|gives|given|gave)(?! rise)( \w+)? (for|to|in)|relie(f|ve)|eas(e|es|ing)|get rid of"
             r"|(what|which|anything)( \w+){0,2} (stop|stops|calm|calms|control|controls)"
-            r"|(can|should|do|could|does|did) (i|you|we|he|she|they|people|patients|my \w+) (take|put on|apply))\b",
+            r"|(can|should|do|could|does|did) (i|you|we|he|she|they|people|patients|my \w+) (take|put on|apply)"
+            r"|(what('s| is) there|is there anything) for)\b",
         ),
         (
             (Asked("HAS_PHENOTYPE", named_is="subject"), Asked("HAS_SYMPTOM", named_is="subject")),

@@ -37,6 +37,9 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("what do they use for tooth decay", {"TREATS", "PALLIATES"}),
         ("what can stop the creepy crawly feeling in my legs at night", {"TREATS", "PALLIATES"}),
         ("When should I stop warfarin before surgery?", set()),
+        ("what is there for morning stiffness in the hands", {"TREATS", "PALLIATES"}),
+        ("is there anything for hay fever", {"TREATS", "PALLIATES"}),
+        ("Is there evidence for a link between smoking and bladder cancer?", set()),
     ],
 )
 def test_the_relation_types_a_question_asks_for(question: str, types: set[str]) -> None:
