@@ -56,9 +56,13 @@ class IndexUpdate:
     removed: int
     total: int
     seconds: float
+    label: str = "entity index"  # which index: "entity index", "phrase index"
 
 
 class EntityIndex:
+    label = "entity index"
+    progress_label = "embed entities"
+
     def __init__(
         self, directory: Path, embedder: TextEmbedder, name: str = "entities", read_only: bool = False
     ) -> None:
@@ -110,6 +114,11 @@ class EntityIndex:
     def _fingerprint(self, text: str) -> str:
         return hashlib.sha1(f"{self.embedder.signature}\n{text}".encode()).hexdigest()
 
+    def _keyed_texts(self, entities: list[Entity]) -> list[tuple[str, str]]:
+        """``(key, text)`` of each vector the entities have here: one per entity, keyed by its id;
+        passages have their own index; records and obsolete entities are never linked to."""
+        return [(e.id, embedding_text(e)) for e in entities if e.category not in NOT_VOCABULARY and not e.obsolete]
+
     def update(self, store: BaseGraphStore, progress: bool = True, page: int = 10_000, batch: int = 512) -> IndexUpdate:
         """Embed entities (not documents or passages) new or changed since the last update; drop those gone.
         Saved after every page of the graph's entities, so a stopped update keeps what it embedded (the
@@ -120,32 +129,39 @@ class EntityIndex:
         embedded = unchanged = 0
         after = ""
         bar = progress_bar(
-            total=store.entity_count(), desc="embed entities", unit=" entities", disable=not progress, mininterval=0.5
+            total=store.entity_count(),
+            desc=self.progress_label,
+            unit=" entities",
+            disable=not progress,
+            mininterval=0.5,
         )
         with bar:
             while rows := store.scan_entities(after=after, limit=page):
                 after = rows[-1].id
-                # passages have their own index; records and obsolete entities are never linked to
-                entities = [e for e in rows if e.category not in NOT_VOCABULARY and not e.obsolete]
-                ids = [e.id for e in entities]
-                texts = [embedding_text(e) for e in entities]
+                keyed = self._keyed_texts(rows)
+                ids = [k for k, _ in keyed]
+                texts = [t for _, t in keyed]
                 prints = [self._fingerprint(t) for t in texts]
                 seen.update(ids)
                 todo = index.needs_update(ids, prints)
                 unchanged += len(ids) - len(todo)
-                bar.update(len(rows) - len(todo))
+                shown = 0  # the page's rows shown done, in proportion to its vectors embedded
                 for start in range(0, len(todo), batch):
                     chunk = todo[start : start + batch]
                     vectors = self.embedder.encode_memoised([texts[i] for i in chunk])
                     embedded += index.upsert([ids[i] for i in chunk], vectors, [prints[i] for i in chunk])
-                    bar.update(len(chunk))
+                    step = len(rows) * (start + len(chunk)) // len(todo) - shown
+                    bar.update(step)
+                    shown += step
+                bar.update(len(rows) - shown)
                 index.save()  # a checkpoint: a no-op when nothing changed
         removed = index.remove([i for i in index.ids() if i not in seen])
         rebuilt = index.fit_kind()
         if embedded or removed or rebuilt:
             index.save()
             self.generations.publish()
-        return IndexUpdate(embedded, unchanged, removed, len(index), round(time.perf_counter() - started, 2))
+        seconds = round(time.perf_counter() - started, 2)
+        return IndexUpdate(embedded, unchanged, removed, len(index), seconds, self.label)
 
     def reindex(self, store: BaseGraphStore, progress: bool = True) -> tuple[IndexUpdate, list[Path]]:
         """``update`` after setting a damaged index aside (renamed, not deleted): every entity of the

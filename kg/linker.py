@@ -21,6 +21,7 @@ from kg.graph.base import BaseGraphStore
 from kg.lay_terms import LAY_TERMS
 from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
+from kg.phrase_index import PhraseIndex
 from kg.unknown_names import COMMON_ZIPF, RARE_ZIPF, UnknownName, UnknownNames, zipf
 
 if TYPE_CHECKING:  # spaCy is imported where a pipeline is built or a span made (kg/nlp.py says why)
@@ -63,6 +64,9 @@ LINKER_VERSION = 5
 CAPITALS_SHARE = 0.8
 _UPPER, _LOWER = string.ascii_uppercase.encode(), string.ascii_lowercase.encode()
 _WORD = re.compile(r"[a-z][a-z0-9-]+")
+#: ids that name where or what a finding is about (a body part, a MeSH heading), never a finding: a phrase
+#: around one ("a tiny head") may link the finding it describes
+_SETTING_PREFIXES = ("BODYPART:", "MESH:")
 _EPONYM = re.compile(r"^([A-Z][a-z]+)('s)? (disease|syndrome)$")
 
 
@@ -265,7 +269,8 @@ class EntityLinker:
     capitals is also read in sentence case); local abbreviations (scispacy's ``AbbreviationDetector``:
     a short form links to what its long form links to in that document, overriding its global meaning);
     and the entity vector index for what the lexicon left (a long form, an NER span, a question's
-    uncovered chunks), linked when the cosine clears ``threshold``."""
+    uncovered chunks), linked when the cosine clears ``threshold``. A question's phrases also go to the
+    phrase index (:mod:`kg.phrase_index`: findings' names one by one), linked at ``phrase_threshold``."""
 
     def __init__(
         self,
@@ -274,10 +279,14 @@ class EntityLinker:
         entity_index: EntityIndex | None = None,
         threshold: float = 0.75,
         query_threshold: float | None = None,
+        phrase_index: PhraseIndex | None = None,
+        phrase_threshold: float = 0.8,
     ) -> None:
         self.nlp = nlp
         self.lexicon = lexicon
         self.entity_index = entity_index
+        self.phrase_index = phrase_index
+        self.phrase_threshold = phrase_threshold
         self.threshold = threshold
         self.query_threshold = threshold if query_threshold is None else query_threshold
         self._matcher = lexicon.matcher()
@@ -422,7 +431,37 @@ class EntityLinker:
                 )
                 if chunk.start == 0 and chunk.end == len(doc):
                     break
+        mentions = self._with_phrases(doc, mentions)
         mentions.sort(key=lambda m: (m.start, -m.end))
+        return mentions
+
+    def _with_phrases(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
+        """A run of content words whose nearest finding name (the phrase index) is at
+        ``phrase_threshold`` or more links that finding, in place of what linked inside it less surely:
+        a link by meaning below both, or a lone body part or MeSH heading ("head" in "a tiny head"). A
+        name the lexicon linked (an ontology's term) stands, as does a link across its edges; a lone
+        word links only a one-word name."""
+        if self.phrase_index is None:
+            return mentions
+        chunks = _content_chunks(doc)
+        for chunk, hit in zip(chunks, self.phrase_index.nearest([c.text for c in chunks]), strict=True):
+            # a lone word is a finding only where a name says it alone ("thin" is no "Thin skin")
+            if hit is None or hit[2] < self.phrase_threshold or (len(chunk) == 1 and " " in hit[1]):
+                continue
+            start, end = chunk.start_char, chunk.end_char
+            inside = [m for m in mentions if start <= m.start and m.end <= end]
+            if any(m.end > start and m.start < end for m in mentions if m not in inside):
+                continue
+            if any(
+                hit[0] in m.ids
+                or (m.method != "vector" and (m.start, m.end) == (start, end))
+                or (m.method == "vector" and m.score >= min(hit[2], self.phrase_threshold))
+                or (m.method != "vector" and not all(i.startswith(_SETTING_PREFIXES) for i in m.ids))
+                for m in inside
+            ):
+                continue
+            mentions = [m for m in mentions if m not in inside]
+            mentions.append(Mention(start, end, chunk.text, (hit[0],), "vector", round(hit[2], 4)))
         return mentions
 
     # ---- internals ---------------------------------------------------------------------------

@@ -128,6 +128,12 @@ class Settings(BaseSettings):
     link_query_threshold: float = Field(
         default=0.6, ge=0, le=1, description="The same for a question's words at query time."
     )
+    link_phrase_threshold: float = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="Cosine a question's phrase needs to a finding's name or synonym (the phrase index) to link it.",
+    )
     search_floor: float = Field(
         default=0.25, ge=-1, le=1, description="Hybrid search drops passages below this cosine to the query."
     )

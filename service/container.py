@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kg.entity_index import EntityIndex
     from kg.linker import EntityLinker
     from kg.name_index import NameIndex
+    from kg.phrase_index import PhraseIndex
     from kg.retrieval.retriever import Retriever
     from kg.text_index import TextIndex
     from multimodal.deid import Pseudonymizer
@@ -120,6 +121,13 @@ class Container:
         return EntityIndex(self.settings.data_dir / "indexes", self.text_embedder, read_only=self.read_only)
 
     @cached_property
+    def phrase_index(self) -> PhraseIndex:
+        from kg.phrase_index import PhraseIndex
+
+        self._use_data_dir()
+        return PhraseIndex(self.settings.data_dir / "indexes", self.text_embedder, read_only=self.read_only)
+
+    @cached_property
     def text_index(self) -> TextIndex:
         from kg.text_index import TextIndex
 
@@ -146,6 +154,8 @@ class Container:
             self.entity_index,
             threshold=self.settings.link_threshold,
             query_threshold=self.settings.link_query_threshold,
+            phrase_index=self.phrase_index,
+            phrase_threshold=self.settings.link_phrase_threshold,
         )
 
     @cached_property
@@ -370,7 +380,7 @@ class Container:
         if "sessions" in self.__dict__:
             self.sessions.close()
             del self.__dict__["sessions"]
-        for name in ("text_index", "entity_index"):
+        for name in ("text_index", "entity_index", "phrase_index"):
             if name in self.__dict__:
                 self.__dict__.pop(name).close()
         if "graph" in self.__dict__ and self._owns_graph:

@@ -141,8 +141,9 @@ def _drug_names(c: Container, progress: bool) -> Iterator[Event]:
 
 
 def _entities(c: Container, progress: bool) -> Iterator[Event]:
-    yield Step("3. entity index (name: description embeddings)")
+    yield Step("3. entity index (name: description embeddings) and phrase index (findings' names, one by one)")
     yield Outcome(c.entity_index.update(c.graph, progress=progress))
+    yield Outcome(c.phrase_index.update(c.graph, progress=progress))
 
 
 def _literature(c: Container, pubmed: list[Path], progress: bool) -> Iterator[Event]:

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 @dataclass
 class SourceLoad:
     """A source loaded into the graph: what was written, how many documents loaded before would link
-    with its new entities (``medkg relink``), and the entity index update when one ran."""
+    with its new entities (``medkg relink``), and the entity and phrase index updates when they ran."""
 
     summary: IngestSummary
     documents_to_relink: int = 0
     entity_index: IndexUpdate | None = None
+    phrase_index: IndexUpdate | None = None
 
 
 @dataclass
@@ -69,6 +70,7 @@ def load_source(c: Container, items: Iterable[Item], source: str, embed: bool, p
     loaded = SourceLoad(summary, documents_to_relink=c.text_index.document_count() if new_entities else 0)
     if embed:
         loaded.entity_index = c.entity_index.update(c.graph, progress=progress)
+        loaded.phrase_index = c.phrase_index.update(c.graph, progress=progress)
     return loaded
 
 

@@ -65,13 +65,14 @@ def reindex(
                 highlight=False,
             )
         if only in (None, "entities"):
-            update, moved = c.entity_index.reindex(c.graph, progress=True)
-            aside = f"; set aside: {', '.join(map(str, moved))}" if moved else ""
-            out.print(
-                f"entities: {update.total:,} indexed, {update.embedded:,} embedded, {update.removed:,} stale vectors "
-                f"dropped ({update.seconds:.1f} s){aside}",
-                highlight=False,
-            )
+            for index in (c.entity_index, c.phrase_index):
+                update, moved = index.reindex(c.graph, progress=True)
+                aside = f"; set aside: {', '.join(map(str, moved))}" if moved else ""
+                out.print(
+                    f"{update.label}: {update.total:,} indexed, {update.embedded:,} embedded, {update.removed:,} stale "
+                    f"vectors dropped ({update.seconds:.1f} s){aside}",
+                    highlight=False,
+                )
         if only in (None, "images") and sources:
             _reindex_images(c, sources)
         if compact:

@@ -73,9 +73,9 @@ def print_timings(console: Console, report: IngestSummary) -> None:
         console.print("time: " + ", ".join(f"{k} {v:.1f} s" for k, v in report.timings.items()), highlight=False)
 
 
-def print_entity_index(console: Console, update: IndexUpdate, prefix: str = "entity index: ") -> None:
+def print_entity_index(console: Console, update: IndexUpdate) -> None:
     console.print(
-        f"{prefix}{update.embedded:,} embedded, {update.unchanged:,} unchanged, "
+        f"{update.label}: {update.embedded:,} embedded, {update.unchanged:,} unchanged, "
         f"{update.total:,} in the index ({update.seconds:.1f} s)",
         highlight=False,
     )
@@ -88,8 +88,9 @@ def print_source_load(console: Console, loaded: SourceLoad) -> None:
             f"[yellow]the {loaded.documents_to_relink:,} documents loaded before were linked with the entities the "
             "graph held then: `medkg relink` links them with these too[/]"
         )
-    if loaded.entity_index is not None:
-        print_entity_index(console, loaded.entity_index)
+    for update in (loaded.entity_index, loaded.phrase_index):
+        if update is not None:
+            print_entity_index(console, update)
 
 
 def print_literature_load(console: Console, loaded: LiteratureLoad) -> None:
@@ -185,7 +186,7 @@ def show_demo(console: Console, log: Console, event: Step | Note | Outcome) -> N
     elif isinstance(value, GeneratedReport):
         print_draft(console, value)
     elif isinstance(value, IndexUpdate):
-        print_entity_index(console, value, prefix="")
+        print_entity_index(console, value)
     else:
         show = {
             SourceLoad: print_source_load,

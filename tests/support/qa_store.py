@@ -110,6 +110,7 @@ def build_qa_store(container: Container) -> None:
     g.upsert_entities(ENTITIES)
     g.upsert_relations(RELATIONS)
     container.entity_index.update(g, progress=False)
+    container.phrase_index.update(g, progress=False)
     PubmedLoader(g, container.text_index, container.nlp, container.linker, progress=False).load(ARTICLES)
 
 

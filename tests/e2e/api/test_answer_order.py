@@ -274,6 +274,11 @@ def test_a_vignette_in_everyday_words_goes_to_the_differential(client: TestClien
     assert methods["HP:0001250"] == "lay" and methods["HP:0000252"] == "lexicon"
     assert out["differential"][0]["disease"] == "OMIM:100001"
     assert out["answer"].startswith("Diseases ranked by similarity")
+    # words no vocabulary holds reach the finding through the phrase index (Microcephaly's "Small head")
+    out = _qa(client, "my kid has fits and a tiny head, what could it be")
+    methods = {e["id"]: e["method"] for e in out["linked_entities"]}
+    assert methods["HP:0001250"] == "lay" and methods["HP:0000252"] == "vector", out["linked_entities"]
+    assert out["differential"][0]["disease"] == "OMIM:100001"
     # a vignette's words that ask for a relation ("what helps") read no finding as a condition: its
     # findings are the patient's, ranked as they are
     out = _qa(client, "my kid has fits, a small head and panic attacks, what could it be and what helps")
