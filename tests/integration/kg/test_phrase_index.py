@@ -98,6 +98,8 @@ def test_a_question_phrase_links_the_finding_it_describes(built: tuple) -> None:
     linked = reading.link_query(question)
     assert [(m.text, m.ids, m.method) for m in linked] == [("tiny head", ("HP:0000252",), "vector")]
     assert linked[0].score >= 0.8
+    # also where every run of content words holds a lexicon match (nothing is left to the entity index)
+    assert [m.ids for m in reading.link_query("a tiny head")] == [("HP:0000252",)]
     # a lone word links only a name that is one word too: "thin" is no Thin skin
     assert [m.ids for m in reading.link_query("he is very thin") if m.method == "vector"] == []
     named = reading.link_query("frequent seizures at night")
