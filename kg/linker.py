@@ -438,29 +438,34 @@ class EntityLinker:
         """A run of content words whose nearest finding name (the phrase index) is at
         ``phrase_threshold`` or more links that finding, in place of what linked inside it less surely:
         a link by meaning below both, or a lone body part or MeSH heading ("head" in "a tiny head"). A
-        name the lexicon linked (an ontology's term) stands, as does a link across its edges; a lone
-        word links only a one-word name."""
+        name the lexicon linked (an ontology's term) stands, as does a link across its edges. Only runs
+        of two words or more where a phrase could link are embedded."""
         if self.phrase_index is None:
             return mentions
-        chunks = _content_chunks(doc)
-        texts = [c.text for c in chunks]
-        for chunk, hit in zip(chunks, self.phrase_index.nearest(texts, vectors.of(texts)), strict=True):
-            # a lone word is a finding only where a name says it alone ("thin" is no "Thin skin")
-            if hit is None or hit[2] < self.phrase_threshold or (len(chunk) == 1 and " " in hit[1]):
-                continue
+
+        def inside(chunk: Span) -> list[Mention] | None:
+            """The mentions inside the run, or None where what the lexicon linked there stands."""
             start, end = chunk.start_char, chunk.end_char
-            inside = [m for m in mentions if start <= m.start and m.end <= end]
-            if any(m.end > start and m.start < end for m in mentions if m not in inside):
+            within = [m for m in mentions if start <= m.start and m.end <= end]
+            if any(m.end > start and m.start < end for m in mentions if m not in within):
+                return None  # a link across its edges
+            for m in within:
+                if m.method != "vector" and ((m.start, m.end) == (start, end) or not _setting_only(m)):
+                    return None
+            return within
+
+        # runs of two words or more: a lone word is the entity index's ("thin" is no "Thin skin")
+        chunks = [c for c in _content_chunks(doc) if len(c) > 1]
+        open_chunks = [(c, within) for c in chunks if (within := inside(c)) is not None]
+        texts = [c.text for c, _ in open_chunks]
+        for (chunk, within), hit in zip(open_chunks, self.phrase_index.nearest(texts, vectors.of(texts)), strict=True):
+            if hit is None or hit[2] < self.phrase_threshold:
                 continue
-            if any(
-                hit[0] in m.ids
-                or (m.method != "vector" and (m.start, m.end) == (start, end))
-                or (m.method == "vector" and m.score >= min(hit[2], self.phrase_threshold))
-                or (m.method != "vector" and not all(i.startswith(_SETTING_PREFIXES) for i in m.ids))
-                for m in inside
-            ):
-                continue
-            mentions = [m for m in mentions if m not in inside]
+            sure = min(hit[2], self.phrase_threshold)
+            if any(hit[0] in m.ids or (m.method == "vector" and m.score >= sure) for m in within):
+                continue  # the same finding, or a link by meaning as sure
+            mentions = [m for m in mentions if m not in within]
+            start, end = chunk.start_char, chunk.end_char
             mentions.append(Mention(start, end, chunk.text, (hit[0],), "vector", round(hit[2], 4)))
         return mentions
 
@@ -616,6 +621,11 @@ def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:
         elif start is None:
             start = token.i
     return chunks
+
+
+def _setting_only(mention: Mention) -> bool:
+    """Whether a mention links only body parts or MeSH headings (:data:`_SETTING_PREFIXES`)."""
+    return all(i.startswith(_SETTING_PREFIXES) for i in mention.ids)
 
 
 class _Vectors:

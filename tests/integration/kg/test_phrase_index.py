@@ -64,9 +64,7 @@ def test_every_name_and_synonym_of_a_finding_is_a_vector_of_its_own(built: tuple
     assert phrases.nearest(["long spidery fingers"])[0][0] == "HP:0001166"
 
 
-def test_the_phrase_index_follows_the_graph(
-    tmp_path: Path, embedder: TextEmbedder, built: tuple
-) -> None:
+def test_the_phrase_index_follows_the_graph(tmp_path: Path, embedder: TextEmbedder, built: tuple) -> None:
     store: LadybugGraphStore = open_ladybug(tmp_path)
     try:
         tall = next(t for t in built[1] if t.id == "HP:0000098")
@@ -100,7 +98,7 @@ def test_a_question_phrase_links_the_finding_it_describes(built: tuple) -> None:
     assert linked[0].score >= 0.8
     # also where every run of content words holds a lexicon match (nothing is left to the entity index)
     assert [m.ids for m in reading.link_query("a tiny head")] == [("HP:0000252",)]
-    # a lone word links only a name that is one word too: "thin" is no Thin skin
+    # a lone word is left to the entity index: "thin" is no Thin skin
     assert [m.ids for m in reading.link_query("he is very thin") if m.method == "vector"] == []
     named = reading.link_query("frequent seizures at night")
     assert ("seizures", ("HP:0001250",), "lexicon") in [(m.text, m.ids, m.method) for m in named]
