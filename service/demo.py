@@ -94,7 +94,7 @@ NO_SHARED_DATA = "(no ../shared/data here: Disease Ontology and PharmacotherapyD
 
 
 def index_parts(c: Container, shared: Path | None, embed: bool = True, progress: bool = True) -> list[Part]:
-    """What embeds (the entity index, abstracts, reports, images), then the answers shown."""
+    """What embeds (the entity index, abstracts, reports, images, the phrase index) and the answers shown."""
     parts: list[Part] = []
     if embed:
         parts.append(Part("entity index", lambda: _entities(c, progress)))
@@ -110,6 +110,8 @@ def index_parts(c: Container, shared: Path | None, embed: bool = True, progress:
         samples = _dicom_samples()
         if samples is not None:
             parts.append(Part("DICOM samples and a drafted report", lambda: _images(c, samples, progress)))
+        # last: what it adds (a question's own phrases linked to findings) is worth less than the rest
+        parts.append(Part("phrase index", lambda: _phrases(c, progress)))
     return parts
 
 
@@ -141,8 +143,12 @@ def _drug_names(c: Container, progress: bool) -> Iterator[Event]:
 
 
 def _entities(c: Container, progress: bool) -> Iterator[Event]:
-    yield Step("3. entity index (name: description embeddings) and phrase index (findings' names, one by one)")
+    yield Step("3. entity index (name: description embeddings)")
     yield Outcome(c.entity_index.update(c.graph, progress=progress))
+
+
+def _phrases(c: Container, progress: bool) -> Iterator[Event]:
+    yield Step("10. phrase index (findings' short names, one by one, for a question's own words)")
     yield Outcome(c.phrase_index.update(c.graph, progress=progress))
 
 
