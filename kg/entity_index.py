@@ -106,7 +106,7 @@ class EntityIndex:
     def rebuild_hint(self) -> str:
         files = f"{self.directory / self.name}.vectors"
         return (
-            f"The entity index cannot be used: stop the server and run `medkg reindex --only entities` (it sets "
+            f"The {self.label} cannot be used: stop the server and run `medkg reindex --only entities` (it sets "
             f"{files} aside and embeds every entity of the graph again), or restore a backup (`medkg restore "
             "FILE.tar.gz`)"
         )

@@ -440,7 +440,7 @@ class EntityLinker:
         a link by meaning below both, or a lone body part or MeSH heading ("head" in "a tiny head"). A
         name the lexicon linked (an ontology's term) stands, as does a link across its edges. Only runs
         of two words or more where a phrase could link are embedded."""
-        if self.phrase_index is None:
+        if self.phrase_index is None or not len(self.phrase_index.index):
             return mentions
 
         def inside(chunk: Span) -> list[Mention] | None:

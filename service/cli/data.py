@@ -69,7 +69,7 @@ def reindex(
                 update, moved = index.reindex(c.graph, progress=True)
                 aside = f"; set aside: {', '.join(map(str, moved))}" if moved else ""
                 out.print(
-                    f"{update.label}: {update.total:,} indexed, {update.embedded:,} embedded, {update.removed:,} stale "
+                    f"{index.name}: {update.total:,} indexed, {update.embedded:,} embedded, {update.removed:,} stale "
                     f"vectors dropped ({update.seconds:.1f} s){aside}",
                     highlight=False,
                 )
