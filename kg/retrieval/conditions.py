@@ -75,12 +75,11 @@ class ConditionReading:
 
 
 class Suggestion(NamedTuple):
-    """The condition nearest to a question's words, ``cosine`` to them, ``margin`` nearer than the next."""
+    """The condition nearest to a question's words, ``cosine`` to them."""
 
     id: str
     name: str
     cosine: float
-    margin: float
 
 
 def _holds(graph: BaseGraphStore, entity_id: str, asked: Sequence[Asked]) -> bool:
@@ -129,10 +128,9 @@ def suggested_condition(
     query = np.asarray(embedder.encode([question]), dtype=np.float32)[0]
     cosines = vectors @ (query / np.linalg.norm(query))
     first, second = np.argsort(-cosines)[:2]
-    margin = float(cosines[first] - cosines[second])
-    if margin < SUGGEST_MARGIN:
+    if cosines[first] - cosines[second] < SUGGEST_MARGIN:
         return None
-    return Suggestion(conditions[first].id, conditions[first].name, round(float(cosines[first]), 4), round(margin, 4))
+    return Suggestion(conditions[first].id, conditions[first].name, round(float(cosines[first]), 4))
 
 
 def corroborating_feature(graph: BaseGraphStore, condition_id: str, findings: Sequence[str]) -> tuple[str, str] | None:
