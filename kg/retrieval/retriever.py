@@ -50,8 +50,9 @@ _DIAGNOSIS_CUE = re.compile(
 # a clinical vignette: who the patient is, then what they have ("Boy with ...", "A 3-year-old girl has ...")
 _VIGNETTE = re.compile(
     r"^\W*(an? )?((\d+|one|two|three|four|five|six|seven|eight|nine|ten)[- ](years?|months?|weeks?|days?)[- ]old )?"
-    r"((teen(age)?|young|elderly|older|previously healthy|term|preterm|obese|pregnant) )?"
-    r"(boy|girl|man|woman|male|female|child|infant|newborn|neonate|toddler|baby|adolescent|teenager|patient|kid)"
+    r"((teen(age)?|young|middle[- ]aged|elderly|old(er)?|previously healthy|term|preterm|obese|pregnant) )?"
+    r"(boy|girl|man|woman|male|female|child|infant|newborn|neonate|toddler|baby|adolescent|teenager|patient|kid"
+    r"|adult|person|lady)"
     r"( \w+){0,3} (with|has|had|presents|showing)\b",
     re.IGNORECASE,
 )

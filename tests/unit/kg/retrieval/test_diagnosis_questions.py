@@ -25,6 +25,9 @@ from kg.retrieval.retriever import asks_for_diagnosis
         "Teenage girl with tall stature, long fingers, lens dislocation and aortic root dilation",
         "A 45-year-old obese man with chorea, dementia and depression",
         "Previously healthy woman with fever, rash and arthralgia",
+        "Middle-aged man with skin hyperpigmentation, diabetes mellitus, cirrhosis and arthropathy",
+        "Adult with cerebellar hemangioblastoma, retinal angioma and phaeochromocytoma; no café-au-lait spots",
+        "An older woman with chorea and dementia",
     ],
 )
 def test_diagnostic_questions_go_to_the_ranking(question: str) -> None:
@@ -45,6 +48,8 @@ def test_diagnostic_questions_go_to_the_ranking(question: str) -> None:
         # a vignette that asks a yes/no question of its own (PubMedQA's)
         "A patient with myelomeningocele: is untethering necessary prior to scoliosis correction?",
         "Child with seizures and microcephaly. Should an MRI be repeated?",
+        "Adult with type 2 diabetes: which drug is first-line?",
+        "Middle-aged man with hypertension. Should he take aspirin?",
     ],
 )
 def test_treatment_test_and_other_questions_do_not(question: str) -> None:
