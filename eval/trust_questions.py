@@ -36,6 +36,8 @@ PER_CLASS = 30
 # a vignette states a published case's first five observed findings and two it excludes (of three or more)
 VIGNETTE_OBSERVED, VIGNETTE_EXCLUDED, VIGNETTE_MIN_OBSERVED = 5, 2, 3
 DEFAULT_OUT = Path(__file__).parent / "data" / "trust_dev.jsonl"
+#: the clinical names of those words that the table has changed since: the set keeps the day's
+SET_LAY_TARGETS = {"womb cancer": "endometrial cancer"}
 #: the everyday words of kg/lay_terms.py the set was built with (2026-12-06): words added to the table
 #: since, from the handwritten questions' misses, are not drawn, so that the set does not test the
 #: table with its own additions
@@ -227,7 +229,7 @@ def lay(rng: random.Random, shared: Path, hpo: dict[str, OboTerm], do: dict[str,
     for words, clinical in LAY_TERMS.items():
         if words not in SET_LAY_WORDS:
             continue
-        doid = do_by_name.get(clinical.casefold())
+        doid = do_by_name.get(SET_LAY_TARGETS.get(words, clinical).casefold())
         if doid and with_subtypes(doid):
             pairs[words] = doid
     chosen = sorted(pairs)

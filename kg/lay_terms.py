@@ -38,7 +38,7 @@ LAY_TERMS: dict[str, str] = {
     "mad cow disease": "Creutzfeldt-Jakob disease",
     "lou gehrig disease": "amyotrophic lateral sclerosis",
     "wear and tear arthritis": "osteoarthritis",
-    "womb cancer": "endometrial cancer",
+    "womb cancer": "uterine cancer",  # the womb is the uterus; endometrial cancer is one kind
     "bowel cancer": "colorectal cancer",
     "black stool": "melena",
     "spinning sensation": "vertigo",

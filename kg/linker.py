@@ -67,6 +67,8 @@ _WORD = re.compile(r"[a-z][a-z0-9-]+")
 #: ids that name where or what a finding is about (a body part, a MeSH heading), never a finding: a phrase
 #: around one ("a tiny head") may link the finding it describes
 _SETTING_PREFIXES = ("BODYPART:", "MESH:")
+# a question's "cancer of the prostate", "loss of hearing": a word, "of", a determiner at most, a word
+_OF_PHRASE = re.compile(r"\b([A-Za-z]+) of (?:the |an? |my |his |her |their |your |our )?([A-Za-z]+)\b")
 _EPONYM = re.compile(r"^([A-Z][a-z]+)('s)? (disease|syndrome)$")
 
 
@@ -409,8 +411,29 @@ class EntityLinker:
             mentions.append(Mention(start, end, span.text, ids_of[strings[span.label]], "lay"))
         return mentions
 
+    def _with_inverted_names(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
+        """``mentions`` and a question's "X of the Y" read as the name "Y X" ("cancer of the prostate":
+        prostate cancer, "loss of hearing": hearing loss) when that name (or everyday words of
+        :mod:`kg.lay_terms`) is a disease's or a finding's, not a body part's or a MeSH heading's:
+        it wins over the shorter names inside it and yields to a name it overlaps otherwise."""
+        for match in _OF_PHRASE.finditer(doc.text):
+            head, whose = match.group(1), match.group(2)
+            key = self.lexicon.key(f"{whose} {head}")
+            named = (self.lexicon.ids_for(key) or self._lay[1].get(key, ())) if key else ()
+            ids = tuple(i for i in named if not i.startswith(_SETTING_PREFIXES))
+            if not ids:
+                continue
+            start, end = match.start(1), match.end(2)
+            inside = [m for m in mentions if start <= m.start and m.end <= end]
+            if any(m.end > start and m.start < end for m in mentions if m not in inside):
+                continue
+            mentions = [m for m in mentions if m not in inside]
+            mentions.append(Mention(start, end, doc.text[start:end], ids, "lexicon"))
+        return mentions
+
     def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self._with_lay_words(doc, self.link_docs([doc])[0])
+        mentions = self._with_inverted_names(doc, mentions)
         vectors = _Vectors(self.entity_index.embedder if self.entity_index is not None else None)
         if self.entity_index is None or not len(self.entity_index.index):
             return sorted(mentions, key=lambda m: (m.start, -m.end))

@@ -449,3 +449,33 @@ def test_eponyms_alone_and_names_without_their_comma_link(store: BaseGraphStore,
     store.upsert_entities(EPONYMS)
     linker = EntityLinker(build_pipeline(), Lexicon.build(store, build_pipeline()))
     assert [(m.text, m.ids) for m in linker.link_text(text)] == ids
+
+
+INVERTED = [
+    Entity(id="DOID:10283", name="prostate cancer", category="Disease"),
+    Entity(id="DOID:162", name="cancer", category="Disease"),
+    Entity(id="BODYPART:PROSTATE", name="Prostate", category="BodyPart"),
+    Entity(id="DOID:363", name="uterine cancer", category="Disease"),
+    Entity(id="HP:0000365", name="Hearing impairment", category="Phenotype", synonyms=["Hearing loss"]),
+    Entity(id="BODYPART:LEG_MUSCLE", name="Leg muscle", category="BodyPart"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        # "X of the Y" read as the name "Y X", in place of the names inside it
+        ("what drugs are used when a man has cancer of the prostate", [("cancer of the prostate", ("DOID:10283",))]),
+        ("he has had loss of hearing since birth", [("loss of hearing", ("HP:0000365",))]),
+        # everyday words so read too ("womb cancer": kg/lay_terms.py)
+        ("what medicine is used for cancer of the womb", [("cancer of the womb", ("DOID:363",))]),
+        # a body part so named is no concept of its own, nor are words that name nothing read so
+        ("a tear in a muscle of the leg", []),
+        ("what is the cancer of the day", [("cancer", ("DOID:162",))]),
+    ],
+)
+def test_a_question_reads_x_of_the_y_as_the_name_y_x(store: BaseGraphStore, text: str, ids: list) -> None:
+    store.upsert_entities(INVERTED)
+    nlp = build_pipeline()
+    linker = EntityLinker(nlp, Lexicon.build(store, nlp))
+    assert [(m.text, m.ids) for m in linker.link_query(text) if not m.ids[0].startswith("BODYPART:")] == ids
