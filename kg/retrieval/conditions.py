@@ -16,6 +16,11 @@ links none is compared, whole, with the conditions holding the asked facts: the 
 nearest, is read when the graph corroborates it (a finding the question names is a feature of the
 condition, of a subtype of it or of an entry the same as one: asthma has the symptom wheezing), and
 only suggested otherwise ("Did you mean narcolepsy?").
+
+A question that names two findings or more and asks what treats them ("treatment for a child with a
+high fever for days, red eyes, a strawberry tongue and peeling fingers") is read as the disease the
+differential ranks first for them, when that disease (or an entry the same as it) holds the asked
+facts; never as one ranked lower: a first-ranked disease without them leaves the question unread.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = [
     "ConditionReading",
     "Suggestion",
     "corroborating_feature",
+    "holding_condition",
     "nearest_condition",
     "suggested_condition",
 ]
@@ -72,6 +78,8 @@ class ConditionReading:
     cosine: float
     #: a reading of the whole question (a suggestion corroborated): the condition's feature it names
     feature: str | None = None
+    #: a reading of the findings the question names (the disease ranked first for them): their names
+    ranked_for: tuple[str, ...] = ()
 
 
 class Suggestion(NamedTuple):
@@ -131,6 +139,19 @@ def suggested_condition(
     if cosines[first] - cosines[second] < SUGGEST_MARGIN:
         return None
     return Suggestion(conditions[first].id, conditions[first].name, round(float(cosines[first]), 4))
+
+
+def holding_condition(graph: BaseGraphStore, disease_ids: Sequence[str], asked: Sequence[Asked]) -> str | None:
+    """The first of ``disease_ids``, or of the entries the same as one of them (``SAME_AS``), that is a
+    condition holding an asked fact: the Disease Ontology's entry of a disease, with its drugs, for the
+    OMIM or Orphanet entry ranked for a patient's findings."""
+    same = [row["id"] for _, _, row in graph.edge_rows(list(disease_ids), [SAME_AS], direction="both")]
+    candidates = list(dict.fromkeys([*disease_ids, *same]))
+    entities = graph.get_entities(candidates)
+    for i in candidates:
+        if i in entities and entities[i].category == CONDITION and _holds(graph, i, asked):
+            return i
+    return None
 
 
 def corroborating_feature(graph: BaseGraphStore, condition_id: str, findings: Sequence[str]) -> tuple[str, str] | None:

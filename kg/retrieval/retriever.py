@@ -28,6 +28,7 @@ from kg.retrieval.conditions import (
     ConditionReading,
     Suggestion,
     corroborating_feature,
+    holding_condition,
     nearest_condition,
     suggested_condition,
 )
@@ -380,7 +381,49 @@ class Retriever:
                 readings.append(reading)
         if not readings and (described := self._read_description(query, linked, groups, tried)):
             readings.append(described)
+        if not readings and (ranked := self._read_findings(linked, groups, asked)):
+            readings.append(ranked)
         return readings
+
+    def _read_findings(
+        self, linked: list[LinkedEntity], groups: list[tuple[str, ...]], asked: Sequence[Asked]
+    ) -> ConditionReading | None:
+        """The disease the differential ranks first for the phenotypes the question names, read as the
+        condition it is (it, its entry's class, an entry the same as one of these or of their name
+        holding the asked facts: Orphanet's Kawasaki disease is the Disease Ontology's); none when the
+        first holds none."""
+        if self.phenotypes is None:
+            return None
+        terms, excluded = _phenotypes(linked)
+        if len(terms) < DIFFERENTIAL_MIN_TERMS:
+            return None
+        index = self.phenotypes()
+        case = index.read_case(terms, excluded)
+        if len(case.observed) < DIFFERENTIAL_MIN_TERMS:
+            return None
+        ranked = index.rank(case.observed, case.excluded, top_k=self.differential_depth)
+        entries = group_ranked(ranked, disease_classes(self.graph, (c.disease for c in ranked)), 1)
+        if not entries:
+            return None
+        first = entries[0]
+        heads = [*([first.group] if first.group else []), *(c.disease for _, c in first.members)]
+        names = self._names(heads)  # and the entries of other ontologies that bear their names
+        heads += [i for h in heads for i in self.linker.lexicon.namesakes(names.get(h, h), [h], self._names)]
+        condition = holding_condition(self.graph, list(dict.fromkeys(heads)), asked)
+        if condition is None:
+            return None
+        matched = list(dict.fromkeys(q for q, _, similarity in first.lead.matches if similarity > 0))
+        finding = next((e for e in linked if e.id in matched and not e.negated), None)
+        if finding is None:
+            return None
+        found = self.graph.get_entities([condition, *matched])
+        names = tuple(found[q].name for q in matched if q in found)
+        share = round(len(matched) / len(case.observed), 4)  # of the findings, those the disease matched
+        reading = ConditionReading(finding.id, finding.name, condition, found[condition].name, share, ranked_for=names)
+        n = next(n for n, group in enumerate(groups) if finding.id in group)
+        groups[n] = (*groups[n], condition)
+        linked.append(self._condition_linked(reading, finding.mention))
+        return reading
 
     def _read_description(
         self, query: str, linked: list[LinkedEntity], groups: list[tuple[str, ...]], tried: list[Suggestion | None]

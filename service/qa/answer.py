@@ -61,6 +61,13 @@ def unknown_note(unknown: list[UnknownName]) -> str:
 def reading_note(readings: list[ConditionReading]) -> str:
     """How the answer read a finding the question named as the condition nearest to it, or the whole
     question as the condition it describes."""
+    ranked = [r for r in readings if r.ranked_for]
+    if ranked:
+        r = ranked[0]
+        return (
+            f"Read the question as about {r.name}: the disease ranked first for the findings it names "
+            f"({_and(list(r.ranked_for))}), and one the knowledge graph holds such facts for."
+        )
     described = [r for r in readings if r.feature]
     if described:
         r = described[0]

@@ -77,6 +77,16 @@ ENTITIES = [
     Entity(id="HP:0030828", name="Wheezing", category="Phenotype"),
     Entity(id="HP:0002795", name="Functional respiratory abnormality", category="Phenotype"),
     Entity(id="DRUGBANK:DB01001", name="Salbutamol", category="Drug"),
+    # a disease the differential ranks first for a patient's findings, the same as the Disease Ontology's
+    # entry that PharmacotherapyDB gives a drug; and one ranked first that no drug treats in the graph
+    Entity(id="HP:0000118", name="Phenotypic abnormality", category="Phenotype"),  # (the QA store's too)
+    Entity(id="HP:0031042", name="Strawberry tongue", category="Phenotype"),
+    Entity(id="HP:0025337", name="Red eye", category="Phenotype"),
+    Entity(id="HP:0001053", name="Hypopigmented skin patches", category="Phenotype"),
+    Entity(id="ORPHA:2331", name="Kawasaki disease", category="Disease"),
+    Entity(id="DOID:13378", name="Kawasaki disease", category="Disease"),
+    Entity(id="DRUGBANK:DB00945", name="Acetylsalicylic acid", category="Drug"),
+    Entity(id="ORPHA:99999", name="Tongue and skin syndrome", category="Disease"),
 ]
 RELATIONS = [
     Relation(subject="DRUGBANK:DB00999", type="TREATS", object="DOID:10763", source="pharmacotherapydb"),
@@ -113,6 +123,20 @@ RELATIONS = [
     *(
         Relation(subject="DOID:0060999", type="SAME_AS", object=d, source="xref")
         for d in ("OMIM:100001", "OMIM:100003")
+    ),
+    *(
+        Relation(subject="ORPHA:2331", type="HAS_PHENOTYPE", object=t, source="hpo")
+        for t in ("HP:0031042", "HP:0025337", "HP:0001945")
+    ),
+    *(
+        Relation(subject=t, type="IS_A", object="HP:0000118", source="hp")  # phenotypic abnormalities
+        for t in ("HP:0031042", "HP:0025337", "HP:0001945", "HP:0001053")
+    ),
+    Relation(subject="DOID:13378", type="SAME_AS", object="ORPHA:2331", source="xref"),
+    Relation(subject="DRUGBANK:DB00945", type="TREATS", object="DOID:13378", source="pharmacotherapydb"),
+    *(
+        Relation(subject="ORPHA:99999", type="HAS_PHENOTYPE", object=t, source="hpo")
+        for t in ("HP:0031042", "HP:0001053")
     ),
 ]
 
@@ -214,6 +238,24 @@ def test_a_condition_described_by_a_feature_the_graph_holds_is_read_and_the_answ
     assert corroborating_feature(graph, "DOID:4481", ["SYMP:0000139", "HP:0001742"]) is None
 
 
+def test_findings_are_read_as_the_disease_ranked_first_for_them_when_it_has_drugs(client: TestClient) -> None:
+    """A question that asks what treats a patient's findings is read as the disease the differential
+    ranks first for them (Orphanet's Kawasaki disease, the same as the Disease Ontology's, whose drug
+    answers), in the open; a first-ranked disease with no drugs leaves it unread: a lower-ranked one
+    that has drugs is never put in its place."""
+    out = _qa(client, "what treatment for a child with a fever, red eyes and a strawberry tongue")
+    assert _cited(out)[0] == "KG:DRUGBANK:DB00945-TREATS-DOID:13378", out["answer"]
+    assert out["answer"].startswith(
+        "Read the question as about Kawasaki disease: the disease ranked first for the findings it names"
+    ), out["answer"]
+    reading = [e for e in out["linked_entities"] if e["method"] == "condition"]
+    assert [e["id"] for e in reading] == ["DOID:13378"] and reading[0]["score"] == 1.0, out["linked_entities"]
+    out = _qa(client, "what treatment for a child with a strawberry tongue and hypopigmented skin patches")
+    assert {"HP:0031042", "HP:0001053"} <= {e["id"] for e in out["linked_entities"]}, out["linked_entities"]
+    assert not [e for e in out["linked_entities"] if e["method"] == "condition"], out["linked_entities"]
+    assert not any("DB00945" in c for c in _cited(out)), out["answer"]
+
+
 def test_a_co_mention_never_answers_a_what_question_alone(client: TestClient) -> None:
     out = _qa(client, "Which genes are associated with diabetes mellitus?")
     assert not any("CO_MENTIONED" in c for c in _cited(out)), out["answer"]
@@ -296,7 +338,9 @@ def test_a_diseases_subtypes_are_one_entry_of_the_differential(client: TestClien
         (1, 2, "OMIM:100003", "DOID:0060999"),
         (2, 3, "OMIM:154700", None),
         (3, 4, "OMIM:100002", None),
-        (4, 5, "OMIM:600807", None),  # the asthma entry above: every annotated disease is ranked
+        # every annotated disease is ranked: those of the findings-read test above, matching nothing here
+        (4, 5, "ORPHA:2331", None),
+        (5, 6, "ORPHA:99999", None),
     ]
     assert out["differential"][0]["group"]["name"] == "syndromic microcephaly with epilepsy"
     answer = out["answer"]
