@@ -19,8 +19,9 @@ only suggested otherwise ("Did you mean narcolepsy?").
 
 A question that names two findings or more and asks what treats them ("treatment for a child with a
 high fever for days, red eyes, a strawberry tongue and peeling fingers") is read as the disease the
-differential ranks first for them, when that disease (or an entry the same as it) holds the asked
-facts; never as one ranked lower: a first-ranked disease without them leaves the question unread.
+differential ranks first for them, when that disease (or an entry the same as it, by cross-reference
+or by name) holds the asked facts; never as one ranked lower: a first-ranked disease without them
+leaves the question unread.
 """
 
 from __future__ import annotations

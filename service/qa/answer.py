@@ -59,8 +59,8 @@ def unknown_note(unknown: list[UnknownName]) -> str:
 
 
 def reading_note(readings: list[ConditionReading]) -> str:
-    """How the answer read a finding the question named as the condition nearest to it, or the whole
-    question as the condition it describes."""
+    """How the answer read a finding the question named as the condition nearest to it, the whole
+    question as the condition it describes, or its findings as the disease ranked first for them."""
     ranked = [r for r in readings if r.ranked_for]
     if ranked:
         r = ranked[0]
