@@ -404,11 +404,7 @@ class EntityLinker:
         strings = self.nlp.vocab.strings
         for span in filter_spans(matcher.spans(doc)):
             start, end = span.start_char, span.end_char
-            inside = [m for m in mentions if start <= m.start and m.end <= end]
-            if any(m.end > start and m.start < end for m in mentions if m not in inside):
-                continue
-            mentions = [m for m in mentions if m not in inside]
-            mentions.append(Mention(start, end, span.text, ids_of[strings[span.label]], "lay"))
+            mentions = _in_place_of_inner(mentions, Mention(start, end, span.text, ids_of[strings[span.label]], "lay"))
         return mentions
 
     def _with_inverted_names(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
@@ -424,11 +420,7 @@ class EntityLinker:
             if not ids:
                 continue
             start, end = match.start(1), match.end(2)
-            inside = [m for m in mentions if start <= m.start and m.end <= end]
-            if any(m.end > start and m.start < end for m in mentions if m not in inside):
-                continue
-            mentions = [m for m in mentions if m not in inside]
-            mentions.append(Mention(start, end, doc.text[start:end], ids, "lexicon"))
+            mentions = _in_place_of_inner(mentions, Mention(start, end, doc.text[start:end], ids, "lexicon"))
         return mentions
 
     def _link_query(self, doc: Doc) -> list[Mention]:
@@ -644,6 +636,14 @@ def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:
         elif start is None:
             start = token.i
     return chunks
+
+
+def _in_place_of_inner(mentions: list[Mention], longer: Mention) -> list[Mention]:
+    """``mentions`` with ``longer`` in place of those inside it; as they were when one overlaps its edge."""
+    inside = [m for m in mentions if longer.start <= m.start and m.end <= longer.end]
+    if any(m.end > longer.start and m.start < longer.end for m in mentions if m not in inside):
+        return mentions
+    return [*(m for m in mentions if m not in inside), longer]
 
 
 def _setting_only(mention: Mention) -> bool:

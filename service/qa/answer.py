@@ -61,20 +61,16 @@ def unknown_note(unknown: list[UnknownName]) -> str:
 def reading_note(readings: list[ConditionReading]) -> str:
     """How the answer read a finding the question named as the condition nearest to it, the whole
     question as the condition it describes, or its findings as the disease ranked first for them."""
-    ranked = [r for r in readings if r.ranked_for]
-    if ranked:
-        r = ranked[0]
-        return (
-            f"Read the question as about {r.name}: the disease ranked first for the findings it names "
-            f"({_and(list(r.ranked_for))}), and one the knowledge graph holds such facts for."
+    whole = next((r for r in readings if r.ranked_for or r.feature), None)  # a reading of the whole question
+    if whole is not None:
+        why = (
+            f"the disease ranked first for the findings it names ({_and(list(whole.ranked_for))}), and one the "
+            "knowledge graph holds such facts for"
+            if whole.ranked_for
+            else "of the conditions the knowledge graph holds such facts for, the nearest to its words, and one "
+            f"with {whole.feature} among its features"
         )
-    described = [r for r in readings if r.feature]
-    if described:
-        r = described[0]
-        return (
-            f"Read the question as about {r.name}: of the conditions the knowledge graph holds such facts for, "
-            f"the nearest to its words, and one with {r.feature} among its features."
-        )
+        return f"Read the question as about {whole.name}: {why}."
     read = [f"{r.finding_name} as {r.name}" for r in readings]
     return f"Read {_and(read)}: the nearest condition the knowledge graph holds such facts for."
 
