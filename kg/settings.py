@@ -88,9 +88,9 @@ class Settings(BaseSettings):
     embedding_dtype: Literal["auto", "float32", "bfloat16", "float16", "int8"] = Field(
         default="auto",
         description=(
-            "'auto': the backend's fastest at unchanged quality (bfloat16 on CPUs with native bf16, else float32; "
-            "on a GPU bfloat16, or float16 where it has no bf16); bfloat16 runs on torch and openvino, float16 on "
-            "a GPU, int8 on onnx."
+            "'auto': the fastest at unchanged quality - with the auto backend bfloat16 on CPUs with AMX, else int8 "
+            "on onnx; with a named backend bfloat16 on CPUs with native bf16, else float32; on a GPU bfloat16, or "
+            "float16 where it has no bf16. bfloat16 runs on torch and openvino, float16 on a GPU, int8 on onnx."
         ),
     )
     embedding_backend: Literal["auto", "torch", "onnx", "openvino", "inductor"] = Field(

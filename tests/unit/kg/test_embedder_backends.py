@@ -189,9 +189,9 @@ def test_aotinductor_compiles_the_model_once_and_gives_its_vectors(cache_dir, re
 
 def test_the_path_is_chosen_by_the_cpu() -> None:
     path = resolve_path("auto", "auto")
-    bf16 = cpu_features()["bf16"]
-    assert path.dtype == ("bfloat16" if bf16 else "int8")
-    assert path.backend in (("torch", "openvino") if bf16 else ("onnx",))  # AOTInductor only when asked for
+    amx = cpu_features()["amx"]
+    assert path.dtype == ("bfloat16" if amx else "int8")
+    assert path.backend in (("torch", "openvino") if amx else ("onnx",))  # AOTInductor only when asked for
     assert path.reason
     assert resolve_path("auto", "float32") == EmbeddingPath("torch", "float32", None, "asked for float32")
     assert resolve_path("onnx", "int8").graph == "O2-int8"
@@ -214,6 +214,39 @@ def test_the_path_is_chosen_by_the_cpu() -> None:
 def test_settings_that_cannot_run_are_refused(backend: str, dtype: str, device: str, message: str) -> None:
     with pytest.raises(EmbedderError, match=message):
         check_path(backend, dtype, device)
+
+
+_XEON_AMX = {"avx512": True, "avx512_vnni": True, "bf16": True, "amx": True}
+_ZEN4 = {"avx512": True, "avx512_vnni": True, "bf16": True, "amx": False}
+_ZEN3 = {"avx512": False, "avx512_vnni": False, "bf16": False, "amx": False}
+
+
+@pytest.mark.parametrize(
+    ("cpu", "installed", "dtype", "expected"),
+    [
+        (_XEON_AMX, {"onnx", "openvino"}, "auto", ("openvino", "bfloat16")),
+        (_XEON_AMX, {"onnx"}, "auto", ("torch", "bfloat16")),
+        (_ZEN4, {"onnx", "openvino"}, "auto", ("onnx", "int8")),  # int8 2.69x against OpenVINO bf16's 2.41x
+        (_ZEN4, set(), "auto", ("torch", "bfloat16")),
+        (_ZEN4, {"onnx", "openvino"}, "bfloat16", ("openvino", "bfloat16")),
+        (_ZEN3, {"onnx", "openvino"}, "auto", ("onnx", "int8")),
+        (_ZEN3, set(), "auto", ("torch", "float32")),
+        (_ZEN3, {"onnx"}, "bfloat16", ("torch", "bfloat16")),
+    ],
+    ids=["amx", "amx-no-openvino", "zen4", "zen4-no-onnxruntime", "zen4-asked-bf16", "avx2", "avx2-bare", "avx2-bf16"],
+)
+def test_auto_takes_the_fastest_path_measured_on_each_cpu_kind(
+    monkeypatch: pytest.MonkeyPatch, cpu: dict, installed: set, dtype: str, expected: tuple
+) -> None:
+    """bfloat16 where AMX multiplies bf16 tiles; int8 on ONNX Runtime everywhere else, AVX-512 bf16 without
+    AMX included (docs/benchmarks.md#embedding-backends); the CPU read from its flags, not from torch."""
+    from kg import embedding_paths
+
+    features = {"model": "test", "flags": True, "cores": 2, "avx2": True, **cpu}
+    monkeypatch.setattr(embedding_paths, "cpu_features", lambda: features)
+    monkeypatch.setattr(embedding_paths, "_available", lambda backend: backend == "torch" or backend in installed)
+    path = resolve_path("auto", dtype)
+    assert (path.backend, path.dtype) == expected and path.reason
 
 
 @pytest.mark.parametrize(("bf16", "expected"), [(True, "bfloat16"), (False, "float16")])
