@@ -67,4 +67,7 @@ LAY_TERMS: dict[str, str] = {
     "pigeon chest": "pectus carinatum",
     "funnel chest": "pectus excavatum",
     "hay fever": "allergic rhinitis",
+    # body parts in everyday words, read in "cancer of the gullet" (kg/linker.py, inverted names) as well
+    "gullet": "esophagus",
+    "windpipe": "trachea",
 }

@@ -9,7 +9,7 @@ import re
 import string
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -68,6 +68,12 @@ _WORD = re.compile(r"[a-z][a-z0-9-]+")
 #: around one ("a tiny head") may link the finding it describes
 _SETTING_PREFIXES = ("BODYPART:", "MESH:")
 # a question's "cancer of the prostate", "loss of hearing": a word, "of", a determiner at most, a word
+#: two words are forms of one word ("pancreas" and "pancreatic", "testicle" and "testis") when they begin
+#: alike (VARIANT_STEM letters or more) and names of one entity differ in that word alone ("pancreas
+#: neoplasm", "pancreatic neoplasm") in VARIANT_MIN_ENTITIES entities or more: "bone" and "skeletal" do too,
+#: but as synonyms of one word read in another's place ("swelling of the head" is no neck swelling)
+VARIANT_MIN_ENTITIES = 2
+VARIANT_STEM = 4
 _OF_PHRASE = re.compile(r"\b([A-Za-z]+) of (?:the |an? |my |his |her |their |your |our )?([A-Za-z]+)\b")
 _EPONYM = re.compile(r"^([A-Z][a-z]+)('s)? (disease|syndrome)$")
 
@@ -146,8 +152,12 @@ class Lexicon:
     max_ids: int = 5
     # every word of the entities' definitions (case-folded): the clinical vocabulary of the graph
     defining_words: set[str] = field(default_factory=set)
+    # a word -> the words that tell apart two names of one entity otherwise alike (:meth:`variants`)
+    word_variants: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     # an eponym written alone -> the nouns it drops ("'s": one is possessive) -> entities (while building)
     _eponyms: dict[str, dict[str, set[str]]] = field(default_factory=dict, repr=False)
+    # word pair -> the entities whose names differ in it alone (while building)
+    _pairs: Counter[tuple[str, str]] = field(default_factory=Counter, repr=False)
 
     @classmethod
     def build(
@@ -177,11 +187,13 @@ class Lexicon:
                 if entity.description:
                     lexicon.defining_words.update(_WORD.findall(entity.description.casefold()))
         lexicon._add_eponyms_alone()
+        lexicon._add_word_variants()
         lexicon.build_seconds = round(time.perf_counter() - started, 2)
         return lexicon
 
     def _add(self, entity: Entity, held: set[tuple[str, str]]) -> None:
         qualifier = entity.category in QUALIFIER_CATEGORIES
+        keys: list[str] = []
         for term, table in ((entity.name, self.names), *((s, self.synonyms) for s in entity.synonyms)):
             if (entity.id, term.casefold()) in held or (qualifier and len(term.split()) == 1):
                 continue
@@ -191,6 +203,8 @@ class Lexicon:
                 key = self.key(variant)
                 if key is None:
                     continue
+                if variant is term:
+                    keys.append(key)
                 ids = table.setdefault(key, [])
                 if entity.id not in ids:
                     ids.append(entity.id)
@@ -199,6 +213,36 @@ class Lexicon:
                 self._eponyms.setdefault(alone, {}).setdefault(noun, set()).add(entity.id)
                 if possessive:
                     self._eponyms[alone].setdefault("'s", set())
+        self._count_variants(keys)
+
+    def _count_variants(self, keys: list[str]) -> None:
+        """Count the word pairs that alone tell apart two of one entity's names ("pancreas neoplasm",
+        "pancreatic neoplasm"): lower-case words of three letters or more, in names of two words or more."""
+        split = [k.split(" ") for k in dict.fromkeys(k for k in keys if " " in k)]
+        seen = set()
+        for n, a in enumerate(split):
+            for b in split[n + 1 :]:
+                if len(a) != len(b):
+                    continue
+                differ = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+                if len(differ) == 1 and all(w.isalpha() and w.islower() and len(w) > 2 for w in differ[0]):
+                    seen.add(tuple(sorted(differ[0])))
+        self._pairs.update(seen)
+
+    def _add_word_variants(self) -> None:
+        variants: dict[str, set[str]] = defaultdict(set)
+        for (x, y), entities in self._pairs.items():
+            if entities >= VARIANT_MIN_ENTITIES and x[:VARIANT_STEM] == y[:VARIANT_STEM]:
+                variants[x].add(y)
+                variants[y].add(x)
+        self.word_variants = {w: tuple(sorted(v)) for w, v in variants.items()}
+        self._pairs.clear()
+
+    def variants(self, word: str) -> tuple[str, ...]:
+        """Other forms of ``word`` (matched as the lexicon matches it), read from the names
+        (:data:`VARIANT_MIN_ENTITIES`): "pancreas" -> "pancreatic" (pancreatic and pancreas neoplasm, ...),
+        "testicle" -> "testis" (large testicles and large testes), "ovary" -> "ovarian"."""
+        return self.word_variants.get(norm_token(word), ())
 
     def _add_eponyms_alone(self) -> None:
         """The possessive eponyms written alone, each of one disease only: "cushings" stays unlinked,
@@ -410,18 +454,33 @@ class EntityLinker:
     def _with_inverted_names(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
         """``mentions`` and a question's "X of the Y" read as the name "Y X" ("cancer of the prostate":
         prostate cancer, "loss of hearing": hearing loss) when that name (or everyday words of
-        :mod:`kg.lay_terms`) is a disease's or a finding's, not a body part's or a MeSH heading's:
-        it wins over the shorter names inside it and yields to a name it overlaps otherwise."""
+        :mod:`kg.lay_terms`) is a disease's or a finding's, not a body part's or a MeSH heading's, Y
+        also read as its variants (:meth:`Lexicon.variants`: "cancer of the pancreas", pancreatic cancer)
+        or as the one clinical word of its everyday word ("cancer of the gullet", esophagus cancer): it
+        wins over the shorter names inside it and yields to a name it overlaps otherwise; of one span,
+        it joins the name read as written."""
         for match in _OF_PHRASE.finditer(doc.text):
             head, whose = match.group(1), match.group(2)
-            key = self.lexicon.key(f"{whose} {head}")
-            named = (self.lexicon.ids_for(key) or self._lay[1].get(key, ())) if key else ()
-            ids = tuple(i for i in named if not i.startswith(_SETTING_PREFIXES))
+            ids = self._inverted_ids(head, whose)
             if not ids:
                 continue
             start, end = match.start(1), match.end(2)
+            same = [m for m in mentions if (m.start, m.end) == (start, end)]
+            if same:  # "cancer of the pancreas" is also HPO's Neoplasm of the pancreas
+                ids = tuple(dict.fromkeys((*same[0].ids, *ids)))
             mentions = _in_place_of_inner(mentions, Mention(start, end, doc.text[start:end], ids, "lexicon"))
         return mentions
+
+    def _inverted_ids(self, head: str, whose: str) -> tuple[str, ...]:
+        """The ids of the first name "Y X" (``whose`` ``head``) that names a disease or a finding, Y as written,
+        then its variants, then its everyday word's clinical word."""
+        lay = self.lexicon.key(LAY_TERMS.get(whose.casefold(), ""))
+        for word in dict.fromkeys((whose, *self.lexicon.variants(whose), *([lay] if lay and " " not in lay else []))):
+            key = self.lexicon.key(f"{word} {head}")
+            named = (self.lexicon.ids_for(key) or self._lay[1].get(key, ())) if key else ()
+            if ids := tuple(i for i in named if not i.startswith(_SETTING_PREFIXES)):
+                return ids
+        return ()
 
     def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self._with_lay_words(doc, self.link_docs([doc])[0])

@@ -32,7 +32,8 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
         (
             (Asked("TREATS"), Asked("PALLIATES")),
             r"\b(treat\w*|therap\w*|drugs?|medications?|medicines?|meds|pills?|tablets?|remed(y|ies)|cur(e|es|ed)"
-            r"|helps?|manag(e|ed|ement)|prescri\w*|first[- ]line|us(e|ed|es) (for|in|on|to treat)|indicat(ed|ions?)"
+            r"|helps?(?! (to )?(tell|diagnos\w*|detect\w*|predict\w*|distinguish\w*|differentiat\w*|identif\w*))"
+            r"|manag(e|ed|ement)|prescri\w*|first[- ]line|us(e|ed|es) (for|in|on|to treat)|indicat(ed|ions?)"
             r"|(give|gives|given|gave)(?! rise)( \w+)? (for|to|in)|relie(f|ve)|eas(e|es|ing)|get rid of"
             r"|(what|which|anything)( \w+){0,2} (stop|stops|calm|calms|control|controls)"
             r"|(can|should|do|could|does|did) (i|you|we|he|she|they|people|patients|my \w+) (take|put on|apply)"
@@ -59,7 +60,11 @@ _INTENTS: tuple[tuple[tuple[Asked, ...], re.Pattern[str]], ...] = tuple(
             r"|clinical course|(how|does|do) .{1,60}? progress\w*|natural history)\b",
         ),
         ((Asked("ASSOCIATED_WITH", "Gene"),), r"\b(genes?|genetic (cause|basis)|mutat\w*|variants? in)\b"),
-        ((Asked("IS_A"),), r"\b(types? of|kinds? of|subtypes?|forms? of|classif\w*)\b"),
+        # "to tell X from other kinds of stroke" compares; it asks for no subtypes
+        (
+            (Asked("IS_A"),),
+            r"\b(?<!from other )(?<!than other )(?<!to other )(types? of|kinds? of|subtypes?|forms? of|classif\w*)\b",
+        ),
         ((Asked("CO_MENTIONED"),), r"\b(co-?mention\w*|mentioned (together )?(with|alongside)|mentioned together)\b"),
     )
 )

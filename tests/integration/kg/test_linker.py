@@ -458,6 +458,21 @@ INVERTED = [
     Entity(id="DOID:363", name="uterine cancer", category="Disease"),
     Entity(id="HP:0000365", name="Hearing impairment", category="Phenotype", synonyms=["Hearing loss"]),
     Entity(id="BODYPART:LEG_MUSCLE", name="Leg muscle", category="BodyPart"),
+    # "pancreas" and "pancreatic" tell apart names of two entities: forms of one word
+    Entity(
+        id="DOID:1793",
+        name="pancreatic cancer",
+        category="Disease",
+        synonyms=["pancreatic neoplasm", "pancreas neoplasm"],
+    ),
+    Entity(id="DOID:3919", name="pancreatic cyst", category="Disease", synonyms=["pancreas cyst"]),
+    Entity(id="HP:0002894", name="Neoplasm of the pancreas", category="Phenotype", synonyms=["Cancer of the pancreas"]),
+    # "bone" and "skeletal" do in two entities too, but are no forms of one word
+    Entity(id="HP:0000924", name="Abnormality of the skeletal system", synonyms=["Abnormality of the bone system"]),
+    Entity(id="HP:0002652", name="Skeletal dysplasia", category="Phenotype", synonyms=["Bone dysplasia"]),
+    Entity(id="HP:0011842", name="Skeletal pain", category="Phenotype"),
+    Entity(id="DOID:5041", name="esophageal cancer", category="Disease", synonyms=["esophagus cancer"]),
+    Entity(id="HP:0012531", name="Pain", category="Phenotype"),
 ]
 
 
@@ -472,6 +487,14 @@ INVERTED = [
         # a body part so named is no concept of its own, nor are words that name nothing read so
         ("a tear in a muscle of the leg", []),
         ("what is the cancer of the day", [("cancer", ("DOID:162",))]),
+        # Y read as another form of it, or as the clinical word of its everyday word; of one span, the
+        # name as written and the name so read both
+        (
+            "what treatment is there for cancer of the pancreas",
+            [("cancer of the pancreas", ("HP:0002894", "DOID:1793"))],
+        ),
+        ("what is used for cancer of the gullet", [("cancer of the gullet", ("DOID:5041",))]),
+        ("pain of the bone", [("pain", ("HP:0012531",))]),
     ],
 )
 def test_a_question_reads_x_of_the_y_as_the_name_y_x(store: BaseGraphStore, text: str, ids: list) -> None:

@@ -37,6 +37,11 @@ from kg.question_intent import Asked, asked_relations, asks_what
         ("what do they use for tooth decay", {"TREATS", "PALLIATES"}),
         ("what can stop the creepy crawly feeling in my legs at night", {"TREATS", "PALLIATES"}),
         ("When should I stop warfarin before surgery?", set()),
+        # helping to tell, diagnose or predict is no treatment; telling one kind from others asks for no subtypes
+        ("Can the serum bilirubin level help to tell cardioembolic stroke from other kinds of stroke?", set()),
+        ("Does D-dimer help diagnose acute appendicitis?", set()),
+        ("what helps to ease a migraine", {"TREATS", "PALLIATES"}),
+        ("Which other types of diabetes are there?", {"IS_A"}),
         ("what is there for morning stiffness in the hands", {"TREATS", "PALLIATES"}),
         ("is there anything for hay fever", {"TREATS", "PALLIATES"}),
         ("Is there evidence for a link between smoking and bladder cancer?", set()),
