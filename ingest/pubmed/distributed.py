@@ -321,6 +321,13 @@ class ShardPlan:
             for s in done:
                 self.file(s).unlink(missing_ok=True)
 
+    def drop_merged_files(self) -> None:
+        """Drop the files of shards recorded merged: a load killed between recording a shard and
+        dropping its file leaves the file, which no later load reads."""
+        for s in self.shards:
+            if s.key in self.merged:
+                self.file(s).unlink(missing_ok=True)
+
 
 def plan_shards(files: Sequence[Path], kit: WorkerKit, stage: Path, manifest: Path) -> ShardPlan:
     merged: set[str] = set()
@@ -451,6 +458,8 @@ def merge_shards(
     the shards all of whose records it made durable are recorded as merged (a checkpoint per shard
     cost 1 s each with HPO in the embedded store: 100 s of a 2,000-article merge from 83 small files).
     Returns the load's summary and the number of shards merged."""
+    if not keep:
+        plan.drop_merged_files()
     shards = [s for s in plan.to_merge if plan.file(s).exists()]
     complete: list[Shard] = []
 
