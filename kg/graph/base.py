@@ -478,6 +478,30 @@ class BaseGraphStore(ABC):
             )
         return result
 
+    def neighbours_of(
+        self,
+        entity_ids: Sequence[str],
+        rel_types: Sequence[str] | None = None,
+        direction: Direction = "both",
+        limit: int = 1000,
+        chunk: int = 500,
+    ) -> dict[str, list[Neighbour]]:
+        """:meth:`neighbours` of many entities, ``chunk`` a query: each entity's first ``limit`` current
+        edges, in the order :meth:`neighbours` gives them (one query for the subtypes of a class instead
+        of one each: 50 of them took 150 ms on the embedded store)."""
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        ids = list(dict.fromkeys(normalize_curie(i) for i in entity_ids))
+        found: dict[str, list[Neighbour]] = {i: [] for i in ids}
+        for part in _chunks(ids, chunk):
+            for from_id, rel_row, ent_row in self._expand(part, _types(rel_types), direction, False, 100_000_000):
+                mine = found[from_id]
+                if len(mine) < limit:
+                    rel = row_to_relation(rel_row)
+                    side: Literal["out", "in"] = "out" if rel.subject == from_id else "in"
+                    mine.append(Neighbour(entity=row_to_entity(ent_row), relation=rel, direction=side))
+        return found
+
     def neighbourhood(
         self, entity_id: str, hops: int = 2, rel_types: Sequence[str] | None = None, limit: int = 1000
     ) -> Subgraph:

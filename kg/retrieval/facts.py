@@ -295,8 +295,11 @@ class GraphEvidence:
                 for n in self.graph.neighbours(seed, rel_types=["IS_A"], direction="in", limit=self.subtypes)
                 if n.relation.object == seed
             ]
+            of_child = self.graph.neighbours_of(
+                [c.entity.id for c in children], rel_types=asked_types, limit=self.per_entity // 4
+            )
             for child in children:
-                found = self.graph.neighbours(child.entity.id, rel_types=asked_types, limit=self.per_entity // 4)
+                found = of_child[child.entity.id]
                 answering = [n for n in found if _answers(n.relation, child.entity.id, n.entity, asked, named)]
                 if not answering:
                     continue

@@ -297,6 +297,23 @@ def test_neighbours_filter_by_type_and_direction(store: BaseGraphStore) -> None:
         store.neighbours("OMIM:154700", direction="sideways")  # type: ignore[arg-type]
 
 
+def test_the_neighbours_of_many_entities_are_each_ones_neighbours(store: BaseGraphStore) -> None:
+    """One query for many entities gives each what :meth:`neighbours` gives it alone, limit and order
+    included (an edge between two of them is each one's)."""
+    load(store)
+    ids = ["OMIM:154700", "DOID:14323", "HP:404", "ORPHA:558"]
+    asks = ((None, "both", 1000), (["SAME_AS", "HAS_PHENOTYPE"], "out", 1), (None, "in", 2))
+    for rel_types, direction, limit in asks:
+        many = store.neighbours_of(ids, rel_types=rel_types, direction=direction, limit=limit, chunk=2)
+        assert list(many) == ids
+        for i in ids:
+            alone = store.neighbours(i, rel_types=rel_types, direction=direction, limit=limit)
+            assert many[i] == alone, (i, rel_types, direction)
+    assert len(store.neighbours_of(["OMIM:154700"])["OMIM:154700"]) == 5
+    with pytest.raises(ValueError):
+        store.neighbours_of(ids, direction="sideways")  # type: ignore[arg-type]
+
+
 def test_edge_rows_read_many_nodes_with_brief_neighbours(store: BaseGraphStore) -> None:
     """The bulk read of the phenotype index: every current edge of each id, the whole relation row and the
     neighbour's id, name and category only; the same whatever the ids a query."""
