@@ -298,8 +298,9 @@ class Retriever:
             timings["differential"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        names = {e.id: e.name for e in graph.entities.values()}
         facts = [
-            GraphEvidence.evidence(f, graph.entities)
+            GraphEvidence.evidence(f, graph.entities, names)
             for f in graph.facts
             if f.on_path or f.answers or f.cosine >= self.fact_floor
         ]
