@@ -22,7 +22,8 @@ class _SameVector:
 
 
 def _evidence() -> GraphEvidence:
-    return GraphEvidence(graph=None, entity_index=SimpleNamespace(index={}), embedder=_SameVector())  # type: ignore[arg-type]
+    no_vectors = SimpleNamespace(vectors_of=lambda ids: {})  # no entity embedded: each is embedded by name
+    return GraphEvidence(graph=None, entity_index=SimpleNamespace(index=no_vectors), embedder=_SameVector())  # type: ignore[arg-type]
 
 
 def test_bm25_of_the_rerank_keeps_one_character_tokens() -> None:
