@@ -67,13 +67,13 @@ _WORD = re.compile(r"[a-z][a-z0-9-]+")
 #: ids that name where or what a finding is about (a body part, a MeSH heading), never a finding: a phrase
 #: around one ("a tiny head") may link the finding it describes
 _SETTING_PREFIXES = ("BODYPART:", "MESH:")
-# a question's "cancer of the prostate", "loss of hearing": a word, "of", a determiner at most, a word
-#: two words are forms of one word ("pancreas" and "pancreatic", "testicle" and "testis") when they begin
-#: alike (VARIANT_STEM letters or more) and names of one entity differ in that word alone ("pancreas
-#: neoplasm", "pancreatic neoplasm") in VARIANT_MIN_ENTITIES entities or more: "bone" and "skeletal" do too,
-#: but as synonyms of one word read in another's place ("swelling of the head" is no neck swelling)
+#: two words are forms of one word ("pancreas" and "pancreatic", "testicle" and "testis") when their first
+#: VARIANT_STEM letters are the same and names of one entity differ in that word alone ("pancreas
+#: neoplasm", "pancreatic neoplasm") in VARIANT_MIN_ENTITIES entities or more: "bone" and "skeletal", "head"
+#: and "neck" differ so too, but are no forms of one word ("swelling of the head" is no neck swelling)
 VARIANT_MIN_ENTITIES = 2
 VARIANT_STEM = 4
+# a question's "cancer of the prostate", "loss of hearing": a word, "of", a determiner at most, a word
 _OF_PHRASE = re.compile(r"\b([A-Za-z]+) of (?:the |an? |my |his |her |their |your |our )?([A-Za-z]+)\b")
 _EPONYM = re.compile(r"^([A-Z][a-z]+)('s)? (disease|syndrome)$")
 
@@ -152,7 +152,7 @@ class Lexicon:
     max_ids: int = 5
     # every word of the entities' definitions (case-folded): the clinical vocabulary of the graph
     defining_words: set[str] = field(default_factory=set)
-    # a word -> the words that tell apart two names of one entity otherwise alike (:meth:`variants`)
+    # a word -> its other forms, read from the names (:meth:`variants`)
     word_variants: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
     # an eponym written alone -> the nouns it drops ("'s": one is possessive) -> entities (while building)
     _eponyms: dict[str, dict[str, set[str]]] = field(default_factory=dict, repr=False)
@@ -455,7 +455,7 @@ class EntityLinker:
         """``mentions`` and a question's "X of the Y" read as the name "Y X" ("cancer of the prostate":
         prostate cancer, "loss of hearing": hearing loss) when that name (or everyday words of
         :mod:`kg.lay_terms`) is a disease's or a finding's, not a body part's or a MeSH heading's, Y
-        also read as its variants (:meth:`Lexicon.variants`: "cancer of the pancreas", pancreatic cancer)
+        also read in its other forms (:meth:`Lexicon.variants`: "cancer of the pancreas", pancreatic cancer)
         or as the one clinical word of its everyday word ("cancer of the gullet", esophagus cancer): it
         wins over the shorter names inside it and yields to a name it overlaps otherwise; of one span,
         it joins the name read as written."""
@@ -473,7 +473,7 @@ class EntityLinker:
 
     def _inverted_ids(self, head: str, whose: str) -> tuple[str, ...]:
         """The ids of the first name "Y X" (``whose`` ``head``) that names a disease or a finding, Y as written,
-        then its variants, then its everyday word's clinical word."""
+        then in its other forms, then as its everyday word's clinical word."""
         lay = self.lexicon.key(LAY_TERMS.get(whose.casefold(), ""))
         for word in dict.fromkeys((whose, *self.lexicon.variants(whose), *([lay] if lay and " " not in lay else []))):
             key = self.lexicon.key(f"{word} {head}")
