@@ -189,7 +189,7 @@ def _auto(dtype: str) -> EmbeddingPath:
     """The fastest path measured at unchanged quality (mean cosine >= 0.99 and minimum >= 0.97 to the
     float32 vectors) on each kind of CPU (docs/benchmarks.md#embedding-backends): with AMX tiles, bfloat16 -
     OpenVINO's when installed (3.5x float32 on 2 cores), else torch's (2.8x; cosine 0.9999 to float32);
-    on every other CPU ONNX Runtime's int8 graph (cosine 0.993): 1.9x on AVX2 alone, and 2.7x on AVX-512
+    on every other CPU ONNX Runtime's int8 graph (cosine 0.993): 1.9x on AVX2 alone, and 2.45x on AVX-512
     with VNNI and bf16 but no AMX, where bf16 gave 2.4x (OpenVINO) and 1.7x (torch); torch float32 where
     onnxruntime is not installed. AOTInductor's bf16 package (3.75x with AMX) is asked for by name: every
     process that loads it pays a package load, and every load keeps its own copy of the weights, which a
