@@ -11,6 +11,8 @@ import hashlib
 import logging
 import sqlite3
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +21,7 @@ from kg.sql import in_chunks
 
 log = logging.getLogger(__name__)
 
+LOCKED_ATTEMPTS = 6  # a read or write told "locked" at once is tried again, 1.55 s of pauses in all
 _ROW_OVERHEAD = 540  # bytes a row costs beside its vector (key, rowid, page slack): 2,072 a row at 384 floats
 
 
@@ -85,11 +88,15 @@ class VectorMemo:
             return [None] * len(texts)
         keys = [text_key(t) for t in texts]
         found: dict[bytes, bytes] = {}
+
+        def read() -> None:
+            db = self._connect()
+            for part, marks in in_chunks(keys):
+                found.update(db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part))
+
         with self._lock:
             try:
-                db = self._connect()
-                for part, marks in in_chunks(keys):
-                    found.update(db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part))
+                self._with_retries(read)
             except (sqlite3.Error, OSError) as exc:
                 self._failed("read it", exc)
                 return [None] * len(texts)
@@ -112,20 +119,40 @@ class VectorMemo:
             (text_key(t), np.ascontiguousarray(v, dtype=np.float32).tobytes())
             for t, v in zip(texts, vectors, strict=True)
         ]
+
+        def write() -> None:
+            db = self._connect()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
+                newest = db.execute("SELECT max(rowid) FROM vectors").fetchone()[0] or 0
+                db.execute("DELETE FROM vectors WHERE rowid <= ?", (newest - self.max_rows,))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
         with self._lock:
             try:
-                db = self._connect()
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    db.executemany("INSERT OR REPLACE INTO vectors (key, vector) VALUES (?, ?)", rows)
-                    newest = db.execute("SELECT max(rowid) FROM vectors").fetchone()[0] or 0
-                    db.execute("DELETE FROM vectors WHERE rowid <= ?", (newest - self.max_rows,))
-                    db.execute("COMMIT")
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
+                self._with_retries(write)
             except (sqlite3.Error, OSError) as exc:
                 self._failed("write it", exc)
+
+    def _with_retries(self, step: Callable[[], None]) -> None:
+        """``step``, again after a pause while another process holds the file in a way SQLite's busy
+        timeout does not wait for (three processes opening a new memo at once: one of them was told
+        "database is locked" at once, in CI); any other error, or the last attempt's, is raised."""
+        for attempt in range(LOCKED_ATTEMPTS):
+            try:
+                step()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or attempt == LOCKED_ATTEMPTS - 1:
+                    raise
+                if self._db is not None:  # opened anew: the journal mode and table are set up again
+                    self._db.close()
+                    self._db = None
+                time.sleep(0.05 * 2**attempt)
 
     def close(self) -> None:
         with self._lock:

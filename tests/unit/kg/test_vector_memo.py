@@ -1,5 +1,6 @@
 import logging
 import multiprocessing
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -87,3 +88,22 @@ def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
     got = VectorMemo("m", 8, max_mb=10, root=tmp_path).get(texts)
     assert all(v is not None for v in got)
     assert np.array_equal(got[50], _vectors(50, seed=1)[0])  # worker 0, batch 1, text 0
+
+
+def test_a_lock_told_at_once_is_waited_out_not_taken_for_a_broken_memo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite can answer "database is locked" without waiting its busy timeout (three processes opening a
+    new memo at once did, in CI): the read or write is tried again, and the memo stays in use."""
+    memo = VectorMemo("m", 8, max_mb=1, root=tmp_path)
+    connect, told = memo._connect, []
+
+    def locked_once() -> object:
+        if len(told) < 2:
+            told.append(1)
+            raise sqlite3.OperationalError("database is locked")
+        return connect()
+
+    monkeypatch.setattr(memo, "_connect", locked_once)
+    memo.put(["fever"], _vectors(1))
+    assert memo.get(["fever"])[0] is not None and len(told) == 2 and not memo._broken
