@@ -228,7 +228,7 @@ def main() -> None:
     parser.add_argument("--set", type=Path, default=DEFAULT_SET)
     parser.add_argument(
         "--split",
-        help="Only the questions of this split (eval/data/trust_handwritten.jsonl: probe, holdout, holdout2-9).",
+        help="Only the questions of this split (eval/data/trust_handwritten.jsonl: probe, holdout, holdout2-10).",
     )
     parser.add_argument("--mode", choices=["offline", "llm", "both"], default="both")
     parser.add_argument("--llm", choices=["test"], default="test", help="LLM mode: the local test server.")

@@ -37,7 +37,7 @@ def test_the_handwritten_set_comes_in_its_splits_with_expectations() -> None:
     abstention are those the graph cannot answer."""
     items = trust.load_set(Path(trust.__file__).parent / "data" / "trust_handwritten.jsonl")
     assert len({i["id"] for i in items}) == len(items) >= 150
-    assert {i["split"] for i in items} == {"probe", "holdout", *(f"holdout{n}" for n in range(2, 10))}
+    assert {i["split"] for i in items} == {"probe", "holdout", *(f"holdout{n}" for n in range(2, 11))}
     for item in items:
         expect = item["expect"]
         assert bool(expect.get("cite")) == expect["answer"], item
