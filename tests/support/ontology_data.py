@@ -51,15 +51,15 @@ def hpo_subset(tmp_path: Path, diseases: set[str]) -> Path:
     return out
 
 
-def small_release(folder: Path, version: str | None = None) -> Path:
-    """HPO files with OLD's real annotation lines and the real terms they need (fast to load), under
-    ``folder``; ``version`` rewrites the release's date."""
-    folder.mkdir()
-    data = hpo_subset(folder, {OLD})
+def annotated_subset(tmp_path: Path, diseases: set[str]) -> Path:
+    """A data dir with the real annotation lines of a few diseases and only the real terms they need
+    (each annotated term and its ancestors): fast to load, on Neo4j too."""
+    data = hpo_subset(tmp_path, diseases)
     _, stream = read_obo(data / "hp.obo")
     parents = {t.id: t.is_a for t in stream if not isinstance(t, Problem)}
     needed: set[str] = set()
-    todo = [line.split("\t")[3] for line in (data / "phenotype.hpoa").open() if line.startswith(OLD)]
+    with (data / "phenotype.hpoa").open() as f:
+        todo = [line.split("\t")[3] for line in f if line.split("\t", 1)[0] in diseases]
     while todo:
         if (term := todo.pop()) not in needed:
             needed.add(term)
@@ -67,6 +67,14 @@ def small_release(folder: Path, version: str | None = None) -> Path:
     head, *stanzas = (data / "hp.obo").read_text().split("\n[Term]\n")
     kept = [x for x in stanzas if x.partition("\n")[0].removeprefix("id: ") in needed]
     (data / "hp.obo").write_text("\n[Term]\n".join([head, *kept]) + "\n")
+    return data
+
+
+def small_release(folder: Path, version: str | None = None) -> Path:
+    """HPO files with OLD's real annotation lines and the real terms they need (fast to load), under
+    ``folder``; ``version`` rewrites the release's date."""
+    folder.mkdir()
+    data = annotated_subset(folder, {OLD})
     if version:
         hpoa = data / "phenotype.hpoa"
         hpoa.write_text(re.sub(r"(?m)^#version: .*$", f"#version: {version}", hpoa.read_text()))
