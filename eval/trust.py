@@ -34,7 +34,8 @@ from service.qa.engine import QAOptions, QAResponse
 DEFAULT_SET = Path(__file__).parent / "data" / "trust_dev.jsonl"
 CLASSES = ("graph_facts", "lay", "vignettes", "literature", "unknown", "off_topic")
 GOALS = {"unknown_abstain": 0.98, "answerable_answered": 0.90, "every_class": 0.85, "off_target": 0}
-_DIAGNOSIS = re.compile(r"^KG:([A-Za-z]+:\d+)-HAS_PHENOTYPE-")  # a vignette's expected citation: its diagnosis
+# a vignette's expected citation: an annotation of its diagnosis, or of one of several ("KG:(OMIM:1|ORPHA:2)-...")
+_DIAGNOSIS = re.compile(r"^KG:\(?((?:[A-Za-z]+:\d+\|)*[A-Za-z]+:\d+)\)?-HAS_PHENOTYPE-")
 RANKED_TOP = 5  # a vignette's diagnosis among this many single diseases ranked (not entries)
 
 
@@ -77,7 +78,7 @@ def judge(
             passed = passed and expect["unknown"].casefold() in {u.text.casefold() for u in response.unknown_names}
     # a vignette passes when the answer cites its diagnosis, which may be a subtype listed under an entry
     # (docs/differential.md#entries); whether the ranking alone placed it in the first five is kept beside
-    diagnoses = {m[1] for p in expect.get("cite", []) if (m := _DIAGNOSIS.match(p))}
+    diagnoses = expected_diagnoses(expect)
     ranked = [d.rank for d in response.differential if d.disease in diagnoses]
     return {
         "id": item["id"],
@@ -91,6 +92,11 @@ def judge(
         "ms": response.timings_ms.get("total", 0.0),
         "cited": cited[:5],
     }
+
+
+def expected_diagnoses(expect: dict[str, Any]) -> set[str]:
+    """The diseases a vignette's expected citations name (each of an alternation)."""
+    return {d for p in expect.get("cite", []) if (m := _DIAGNOSIS.match(p)) for d in m[1].split("|")}
 
 
 def _pct(values: list[float], q: float) -> float:

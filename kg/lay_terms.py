@@ -67,7 +67,21 @@ LAY_TERMS: dict[str, str] = {
     "pigeon chest": "pectus carinatum",
     "funnel chest": "pectus excavatum",
     "hay fever": "allergic rhinitis",
-    # body parts in everyday words, read in "cancer of the gullet" (kg/linker.py, inverted names) as well
+}
+
+#: body parts in everyday words -> the word the ontologies' names use for the part, read in a question's
+#: "X of the Y" and "X in the Y" (kg/linker.py, inverted names) with that word's other forms: "cancer of
+#: the gullet" is esophagus (esophageal) cancer, "cancer of the neck of the womb" cervix (cervical) cancer,
+#: "cancer of the eye" ocular cancer (the Disease Ontology has no "eye cancer"); alone, a part whose word
+#: names an entity links to it as an everyday word of :data:`LAY_TERMS` does
+BODY_PARTS: dict[str, str] = {
     "gullet": "esophagus",
+    "food pipe": "esophagus",
     "windpipe": "trachea",
+    "voice box": "larynx",
+    "neck of the womb": "cervix",
+    "lymph glands": "lymphatic system",
+    "lymph nodes": "lymphatic system",
+    "eye": "ocular",
+    "eyeball": "ocular",
 }

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kg.curie import curie_prefix
 from kg.entity_index import EntityIndex
 from kg.graph.base import BaseGraphStore
-from kg.lay_terms import LAY_TERMS
+from kg.lay_terms import BODY_PARTS, LAY_TERMS
 from kg.model import NOT_VOCABULARY, Entity
 from kg.nlp import norm_token
 from kg.phrase_index import PhraseIndex
@@ -57,8 +57,8 @@ MAX_TERM_TOKENS = 12
 # 3: a vector-linked long form's short forms replace their lexicon links; no records. 4: accents folded,
 # white space inside a line ignored, hyphenated terms also matched spaced. 5: negation ('ruled out',
 # 'Seizures: absent', wrapped lines, double negatives) changes the stored `negated` flags of reports;
-# sentences in capitals also matched in sentence case
-LINKER_VERSION = 5
+# sentences in capitals also matched in sentence case. 6: "lead to" is a verb, no link to the metal
+LINKER_VERSION = 6
 # A sentence is written in capitals when it has two words or more and this share of its (ASCII) letters
 # is upper case (or the whole text is): "NO ACUTE DISEASE." is, "COMPARISON: None." (11 of 14) is not.
 CAPITALS_SHARE = 0.8
@@ -73,8 +73,15 @@ _SETTING_PREFIXES = ("BODYPART:", "MESH:")
 #: and "neck" differ so too, but are no forms of one word ("swelling of the head" is no neck swelling)
 VARIANT_MIN_ENTITIES = 2
 VARIANT_STEM = 4
-# a question's "cancer of the prostate", "loss of hearing": a word, "of", a determiner at most, a word
-_OF_PHRASE = re.compile(r"\b([A-Za-z]+) of (?:the |an? |my |his |her |their |your |our )?([A-Za-z]+)\b")
+# a question's "cancer of the prostate", "loss of hearing", "cancer in the bones": a word, "of" and a
+# determiner at most or "in" and a determiner, then a word or a body part's everyday words (kg/lay_terms.py)
+_OF_PHRASE = re.compile(
+    r"\b([A-Za-z]+) (?:of (?:the |an? |my |his |her |their |your |our )?|in (?:the |my |his |her |their |your |our ))"
+    rf"({'|'.join(sorted((re.escape(p) for p in BODY_PARTS if ' ' in p), key=len, reverse=True))}|[A-Za-z]+)\b"
+)
+#: one-word names that are also verbs, read as the verb where one of these words follows: "mutations lead to
+#: disease" names no lead (the metal, a MeSH heading); "lead poisoning" and "exposure to lead" still do
+VERB_READINGS: dict[str, frozenset[str]] = {"lead": frozenset({"to"})}
 _EPONYM = re.compile(r"^([A-Z][a-z]+)('s)? (disease|syndrome)$")
 
 
@@ -431,7 +438,7 @@ class EntityLinker:
         """The everyday words of :mod:`kg.lay_terms` the lexicon lacks, each with the ids of its clinical
         name (a word whose clinical name the graph does not hold is left out)."""
         ids_of: dict[str, tuple[str, ...]] = {}
-        for words, clinical in LAY_TERMS.items():
+        for words, clinical in (LAY_TERMS | BODY_PARTS).items():
             key, target = self.lexicon.key(words), self.lexicon.key(clinical)
             ids = self.lexicon.ids_for(target) if target else ()
             if key and ids and not self.lexicon.ids_for(key):
@@ -452,13 +459,14 @@ class EntityLinker:
         return mentions
 
     def _with_inverted_names(self, doc: Doc, mentions: list[Mention]) -> list[Mention]:
-        """``mentions`` and a question's "X of the Y" read as the name "Y X" ("cancer of the prostate":
-        prostate cancer, "loss of hearing": hearing loss) when that name (or everyday words of
-        :mod:`kg.lay_terms`) is a disease's or a finding's, not a body part's or a MeSH heading's, Y
-        also read in its other forms (:meth:`Lexicon.variants`: "cancer of the pancreas", pancreatic cancer)
-        or as the one clinical word of its everyday word ("cancer of the gullet", esophagus cancer): it
-        wins over the shorter names inside it and yields to a name it overlaps otherwise; of one span,
-        it joins the name read as written."""
+        """``mentions`` and a question's "X of the Y" or "X in the Y" read as the name "Y X" ("cancer of
+        the prostate": prostate cancer, "loss of hearing": hearing loss, "cancer in the bones": bone cancer)
+        when that name (or everyday words of :mod:`kg.lay_terms`) is a disease's or a finding's, not a body
+        part's or a MeSH heading's, Y also read in its other forms (:meth:`Lexicon.variants`: "cancer of
+        the pancreas", pancreatic cancer) or as the names' word for a body part in everyday words
+        (:data:`~kg.lay_terms.BODY_PARTS`: "cancer of the gullet", esophagus cancer): it wins over the
+        shorter names inside it and yields to a name it overlaps otherwise; of one span, it joins the name
+        read as written."""
         for match in _OF_PHRASE.finditer(doc.text):
             head, whose = match.group(1), match.group(2)
             ids = self._inverted_ids(head, whose)
@@ -472,15 +480,23 @@ class EntityLinker:
         return mentions
 
     def _inverted_ids(self, head: str, whose: str) -> tuple[str, ...]:
-        """The ids of the first name "Y X" (``whose`` ``head``) that names a disease or a finding, Y as written,
-        then in its other forms, then as its everyday word's clinical word."""
-        lay = self.lexicon.key(LAY_TERMS.get(whose.casefold(), ""))
-        for word in dict.fromkeys((whose, *self.lexicon.variants(whose), *([lay] if lay and " " not in lay else []))):
+        """The ids of the names "Y X" (``whose`` ``head``) of diseases and findings: Y as written, in its other
+        forms, and as the names' word for the body part so called, in its forms too (HPO names "cervix
+        cancer", the Disease Ontology "cervical cancer": one concept, both linked); a synonym counts beside
+        a name (MeSH names "hearing loss", HPO has it as a synonym of Hearing impairment)."""
+        part = self._body_parts.get(self.lexicon.key(whose) or "")
+        words = (whose, *self.lexicon.variants(whose), *([part, *self.lexicon.variants(part)] if part else []))
+        ids: list[str] = []
+        for word in dict.fromkeys(words):
             key = self.lexicon.key(f"{word} {head}")
-            named = (self.lexicon.ids_for(key) or self._lay[1].get(key, ())) if key else ()
-            if ids := tuple(i for i in named if not i.startswith(_SETTING_PREFIXES)):
-                return ids
-        return ()
+            named = [*self.lexicon.names.get(key, ()), *self.lexicon.synonyms.get(key, ())] if key else []
+            ids += [i for i in named or self._lay[1].get(key or "", ()) if not i.startswith(_SETTING_PREFIXES)]
+        return tuple(dict.fromkeys(ids))[: self.lexicon.max_ids]
+
+    @cached_property
+    def _body_parts(self) -> dict[str, str]:
+        """:data:`~kg.lay_terms.BODY_PARTS` by match key ("eyes" is "eye")."""
+        return {key: part for words, part in BODY_PARTS.items() if (key := self.lexicon.key(words))}
 
     def _link_query(self, doc: Doc) -> list[Mention]:
         mentions = self._with_lay_words(doc, self.link_docs([doc])[0])
@@ -610,7 +626,7 @@ class EntityLinker:
             ):
                 unresolved.append((long_form, "abbreviation"))
         for span in spans:
-            if taken & set(range(span.start, span.end)):
+            if taken & set(range(span.start, span.end)) or _a_verb_here(span):
                 continue
             ids = self.lexicon.ids_for(strings[span.label])
             if ids:
@@ -636,6 +652,17 @@ class EntityLinker:
     @staticmethod
     def _mention(span: Span, ids: tuple[str, ...], method: str, sentence_of: dict[int, int], score: float = 1.0):
         return Mention(span.start_char, span.end_char, span.text, ids, method, round(score, 4), sentence_of[span.start])
+
+
+def _a_verb_here(span: Span) -> bool:
+    """Whether a one-word match is the verb of :data:`VERB_READINGS` where it stands ("lead to")."""
+    return len(span) == 1 and _verb_at(span.doc, span.start)
+
+
+def _verb_at(doc: Doc, i: int) -> bool:
+    """Whether token ``i`` is a verb of :data:`VERB_READINGS`, the word it takes following it."""
+    follows = VERB_READINGS.get(doc[i].norm_)
+    return follows is not None and i + 1 < len(doc) and doc[i + 1].lower_ in follows
 
 
 def _one_word(mention: Mention) -> bool:
@@ -680,12 +707,13 @@ def _in_capitals(span: Span, doc_text: bytes) -> bool:
 
 
 def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:
-    """Maximal runs of content words (split at stop words and punctuation), a parser-free stand-in
-    for noun chunks."""
+    """Maximal runs of content words (split at stop words, punctuation and the verbs of
+    :data:`VERB_READINGS`: "an inflamed appendix lead to"), a parser-free stand-in for noun chunks."""
     chunks: list[Span] = []
     start = None
     for token in [*doc, None]:
         boundary = token is None or token.is_stop or token.is_punct or token.is_space or token.like_num
+        boundary = boundary or _verb_at(doc, token.i)  # type: ignore[union-attr]
         if boundary:
             if start is not None and token is not None and token.i - start <= max_tokens:
                 chunks.append(doc[start : token.i])

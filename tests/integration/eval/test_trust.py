@@ -127,3 +127,9 @@ def test_a_vignette_is_judged_by_its_citation_and_its_diagnosis_rank_kept_beside
     assert [(r["passed"], r["disease_rank"]) for r in results] == [(True, 1), (False, 2)], results
     assert figures["classes"]["vignettes"]["pass"] == 0.5
     assert figures["classes"]["vignettes"]["diagnosis_ranked_top5"] == 1.0
+
+
+def test_a_vignettes_diagnoses_are_read_from_one_id_or_an_alternation() -> None:
+    cite = [r"KG:OMIM:147791-HAS_PHENOTYPE-HP:\d+", r"KG:(OMIM:154700|ORPHA:558)-HAS_PHENOTYPE-HP:\d+"]
+    assert trust.expected_diagnoses({"cite": cite}) == {"OMIM:147791", "OMIM:154700", "ORPHA:558"}
+    assert trust.expected_diagnoses({"cite": [r"KG:DRUGBANK:DB\d+-(TREATS|PALLIATES)-DOID:1826"]}) == set()

@@ -473,6 +473,11 @@ INVERTED = [
     Entity(id="HP:0011842", name="Skeletal pain", category="Phenotype"),
     Entity(id="DOID:5041", name="esophageal cancer", category="Disease", synonyms=["esophagus cancer"]),
     Entity(id="HP:0012531", name="Pain", category="Phenotype"),
+    Entity(id="MESH:D034381", name="Hearing Loss", category="Disease"),  # a name of MeSH, a synonym of HPO's
+    Entity(id="DOID:184", name="bone cancer", category="Disease"),
+    Entity(id="DOID:2174", name="ocular cancer", category="Disease", synonyms=["eye neoplasm"]),
+    Entity(id="HP:0030079", name="Cervix cancer", category="Phenotype"),
+    Entity(id="DOID:4362", name="cervical cancer", category="Disease", synonyms=["cervix cancer"]),
 ]
 
 
@@ -495,6 +500,14 @@ INVERTED = [
         ),
         ("what is used for cancer of the gullet", [("cancer of the gullet", ("DOID:5041",))]),
         ("pain of the bone", [("pain", ("HP:0012531",))]),
+        # "in the Y" too, never "in" without a determiner; a body part's everyday words, its names' word
+        ("what is the treatment for cancer in the bones", [("cancer in the bones", ("DOID:184",))]),
+        ("is cancer in children curable", [("cancer", ("DOID:162",))]),
+        ("what treats a cancer of the eye", [("cancer of the eye", ("DOID:2174",))]),
+        (
+            "what drugs treat cancer of the neck of the womb",
+            [("cancer of the neck of the womb", ("HP:0030079", "DOID:4362"))],
+        ),
     ],
 )
 def test_a_question_reads_x_of_the_y_as_the_name_y_x(store: BaseGraphStore, text: str, ids: list) -> None:
@@ -502,3 +515,25 @@ def test_a_question_reads_x_of_the_y_as_the_name_y_x(store: BaseGraphStore, text
     nlp = build_pipeline()
     linker = EntityLinker(nlp, Lexicon.build(store, nlp))
     assert [(m.text, m.ids) for m in linker.link_query(text) if not m.ids[0].startswith("BODYPART:")] == ids
+
+
+LEAD = [
+    Entity(id="MESH:D007854", name="Lead", category="Chemical"),
+    Entity(id="DOID:1324", name="lung cancer", category="Disease"),
+    Entity(id="HP:0001903", name="Anemia", category="Phenotype"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "ids"),
+    [
+        ("Does smoking lead to lung cancer?", [("lung cancer", ("DOID:1324",))]),
+        ("Mutations in this gene leads to anemia", [("anemia", ("HP:0001903",))]),
+        ("Anemia in a child exposed to lead", [("Anemia", ("HP:0001903",)), ("lead", ("MESH:D007854",))]),
+        ("Lead toxicity to the kidney", [("Lead", ("MESH:D007854",))]),
+    ],
+)
+def test_a_name_that_is_also_a_verb_is_read_as_the_verb_before_to(store: BaseGraphStore, text: str, ids: list) -> None:
+    store.upsert_entities(LEAD)
+    linker = EntityLinker(build_pipeline(), Lexicon.build(store, build_pipeline()))
+    assert [(m.text, m.ids) for m in linker.link_text(text)] == ids
