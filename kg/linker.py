@@ -712,8 +712,14 @@ def _content_chunks(doc: Doc, max_tokens: int = 6) -> list[Span]:
     chunks: list[Span] = []
     start = None
     for token in [*doc, None]:
-        boundary = token is None or token.is_stop or token.is_punct or token.is_space or token.like_num
-        boundary = boundary or _verb_at(doc, token.i)  # type: ignore[union-attr]
+        boundary = (
+            token is None
+            or token.is_stop
+            or token.is_punct
+            or token.is_space
+            or token.like_num
+            or _verb_at(doc, token.i)
+        )
         if boundary:
             if start is not None and token is not None and token.i - start <= max_tokens:
                 chunks.append(doc[start : token.i])
