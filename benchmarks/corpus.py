@@ -39,10 +39,13 @@ def real_passages(shared: Path = SHARED) -> list[tuple[str, str]]:
     return passages
 
 
-def scaled(n: int, start: int = 0, shared: Path = SHARED) -> Iterator[tuple[int, str, str]]:
+def scaled(
+    n: int, start: int = 0, shared: Path = SHARED, real_max: int | None = None
+) -> Iterator[tuple[int, str, str]]:
     """Passages ``start`` to ``start + n`` of the endless corpus: (number, id, text), the i-th a copy of
-    real passage ``i % len(real)`` under the id ``SCALE<i // len(real)>:<its id>``."""
-    real = real_passages(shared)
+    real passage ``i % len(real)`` under the id ``SCALE<i // len(real)>:<its id>``, ``real`` the first
+    ``real_max`` real passages (all by default)."""
+    real = real_passages(shared)[:real_max]
     for i in range(start, start + n):
         pid, text = real[i % len(real)]
         yield i, f"SCALE{i // len(real)}:{pid}", text

@@ -5,7 +5,7 @@ p50/p95 (100 PubMedQA questions, after an untimed pass with the other 100) and r
 index against exact search (all 200) in one process, and the cold start and RSS of `medkg serve` on
 the store; the checkpoint and p95 also as ratios to the first size's.
 
-    python -m benchmarks.scale --sizes 10000,100000,1000000 [--json] [--dir DIR] [--no-serve]
+    python -m benchmarks.scale --sizes 10000,100000,1000000 [--json] [--dir DIR] [--no-serve] [--real N]
 """
 
 from __future__ import annotations
@@ -64,14 +64,17 @@ class CopiedEmbedder:
     encode_memoised = encode  # no memo: every passage is embedded, as the benchmark times it
 
 
-def _grow(index: TextIndex, start: int, stop: int, commit_every: int = CHECKPOINT) -> list[float]:
+def _grow(
+    index: TextIndex, start: int, stop: int, commit_every: int = CHECKPOINT, real_max: int | None = None
+) -> list[float]:
     """Add passages ``start`` to ``stop`` in batches of 10k, committing every ``commit_every``; the
     seconds of each commit period, per 10k passages."""
     periods: list[float] = []
     t0, since = time.perf_counter(), 0
     for first in range(start, stop, CHECKPOINT):
         n = min(CHECKPOINT, stop - first)
-        records = [PassageRecord(pid, pid.split("#")[0], text) for _, pid, text in scaled(n, first)]
+        copies = scaled(n, first, real_max=real_max)
+        records = [PassageRecord(pid, pid.split("#")[0], text) for _, pid, text in copies]
         index.add(records, batch=1024)
         since += n
         if since >= commit_every or first + n >= stop:
@@ -142,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8777)
     parser.add_argument("--flat-max", type=int, default=DEFAULT_FLAT_MAX, help="Exact dense search up to this size.")
     parser.add_argument("--json", action="store_true", help="One JSON object per size on its own line.")
+    parser.add_argument("--real", type=int, help="Copy only the first N real passages (all by default).")
     args = parser.parse_args(argv)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     data = args.dir or Path(tempfile.mkdtemp(prefix="medkg-scale-"))
@@ -149,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     faiss.omp_set_num_threads(settings.faiss_threads)  # as the service runs it: one query at a time
     asked = questions()
     timed_questions, warm_up = asked[: len(asked) // 2], asked[len(asked) // 2 :]
-    embedder = CopiedEmbedder(build_embedder(settings), [t for _, t in real_passages()], asked)
+    embedder = CopiedEmbedder(build_embedder(settings), [t for _, t in real_passages()[: args.real]], asked)
     query_vectors = embedder.encode(asked)
     index = TextIndex(data / "indexes", embedder, flat_max=args.flat_max)  # type: ignore[arg-type]
     cpu = cpu_features()["model"]
@@ -159,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     for size in sizes:
         t0 = time.perf_counter()
         grown_to = max(done, size - args.checkpoints * CHECKPOINT)
-        _grow(index, done, grown_to, commit_every=BUILD_COMMIT)  # the growth's build, in large commits
+        _grow(index, done, grown_to, BUILD_COMMIT, args.real)  # the growth's build, in large commits
         build_s = time.perf_counter() - t0
-        checkpoints = _grow(index, grown_to, size)  # then checkpoints of 10k, timed one by one
+        checkpoints = _grow(index, grown_to, size, real_max=args.real)  # then checkpoints of 10k, timed one by one
         done = size
         for q in warm_up:  # untimed: the caches a running service has warm
             index.search(q, k=10, mode="hybrid")

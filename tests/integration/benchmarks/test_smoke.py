@@ -49,7 +49,7 @@ def test_gpu_embedding_benchmark_runs_its_path_on_the_cpu(capsys: pytest.Capture
 def test_pubmed_ingest_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     source = shared("pubmed_xml")
     figures_path = tmp_path / "figures.json"
-    args = ["--records", "200", "--no-hpo", "--flat-records", "1000", "--source", str(source)]
+    args = ["--records", "100", "--no-hpo", "--flat-records", "1000", "--source", str(source)]
     assert ingest_pubmed.main([*args, "--json", str(figures_path)]) == 0
     out = capsys.readouterr().out
     assert "parse only (plain):" in out and "parse only ( gzip):" in out and "abstracts/s" in out
@@ -62,7 +62,7 @@ def test_pubmed_ingest_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_p
 
     figures = json.loads(figures_path.read_text())
     run = figures["end_to_end"][0]
-    assert run["articles"] == 200 and run["abstracts"] > 150 and run["passages_embedded"] > 0
+    assert run["articles"] == 100 and run["abstracts"] > 75 and run["passages_embedded"] > 0
     assert run["rerun_passages_embedded"] == 0  # the re-run found everything unchanged
     assert figures["parse"]["plain"]["abstracts"] == figures["parse"]["gzip"]["abstracts"] > 0
     memory = figures["parse_memory"]
@@ -152,7 +152,7 @@ def test_scale_benchmark_small(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     from benchmarks import scale
 
     shared("pubmedqa")
-    args = ["--sizes", "2000,8000", "--flat-max", "4000", "--checkpoints", "1", "--no-serve"]
+    args = ["--sizes", "2000,8000", "--flat-max", "4000", "--checkpoints", "1", "--no-serve", "--real", "400"]
     assert scale.main([*args, "--json", "--dir", str(tmp_path / "data")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [r["passages"] for r in rows] == [2000, 8000]
