@@ -537,3 +537,11 @@ def test_a_name_that_is_also_a_verb_is_read_as_the_verb_before_to(store: BaseGra
     store.upsert_entities(LEAD)
     linker = EntityLinker(build_pipeline(), Lexicon.build(store, build_pipeline()))
     assert [(m.text, m.ids) for m in linker.link_text(text)] == ids
+
+
+def test_a_verb_so_read_ends_a_content_chunk() -> None:
+    """The chunks a question's vector look-up tries: "lead" before "to" is no word of the chunk before it."""
+    from kg.linker import _content_chunks
+
+    doc = build_pipeline()("Does an inflamed appendix lead to more complications than lead poisoning?")
+    assert [c.text for c in _content_chunks(doc)] == ["inflamed appendix", "complications", "lead poisoning"]
