@@ -75,8 +75,9 @@ VARIANT_MIN_ENTITIES = 2
 VARIANT_STEM = 4
 # a question's "cancer of the prostate", "loss of hearing", "cancer in the bones": a word, "of" and a
 # determiner at most or "in" and a determiner, then a word or a body part's everyday words (kg/lay_terms.py)
+_DETERMINER = "(?:the|my|his|her|their|your|our) "
 _OF_PHRASE = re.compile(
-    r"\b([A-Za-z]+) (?:of (?:the |an? |my |his |her |their |your |our )?|in (?:the |my |his |her |their |your |our ))"
+    rf"\b([A-Za-z]+) (?:of (?:an? |{_DETERMINER})?|in {_DETERMINER})"
     rf"({'|'.join(sorted((re.escape(p) for p in BODY_PARTS if ' ' in p), key=len, reverse=True))}|[A-Za-z]+)\b"
 )
 #: one-word names that are also verbs, read as the verb where one of these words follows: "mutations lead to
@@ -281,6 +282,11 @@ class Lexicon:
     def ids_for(self, key: str) -> tuple[str, ...]:
         ids = self.names.get(key) or self.synonyms.get(key) or []
         return tuple(sorted(ids)[: self.max_ids])
+
+    def all_ids(self, key: str) -> tuple[str, ...]:
+        """The ids of the entities named ``key`` and then of those that bear it as a synonym (where
+        :meth:`ids_for` gives the first that has any)."""
+        return tuple(dict.fromkeys((*self.names.get(key, ()), *self.synonyms.get(key, ()))))
 
     def __len__(self) -> int:
         return len(self.names.keys() | self.synonyms.keys())
@@ -489,7 +495,7 @@ class EntityLinker:
         ids: list[str] = []
         for word in dict.fromkeys(words):
             key = self.lexicon.key(f"{word} {head}")
-            named = [*self.lexicon.names.get(key, ()), *self.lexicon.synonyms.get(key, ())] if key else []
+            named = self.lexicon.all_ids(key) if key else ()
             ids += [i for i in named or self._lay[1].get(key or "", ()) if not i.startswith(_SETTING_PREFIXES)]
         return tuple(dict.fromkeys(ids))[: self.lexicon.max_ids]
 
