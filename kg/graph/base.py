@@ -468,15 +468,7 @@ class BaseGraphStore(ABC):
             raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
         entity_id = normalize_curie(entity_id)
         rows = self._expand([entity_id], _types(rel_types), direction, include_invalid, limit)
-        result = []
-        for _from_id, rel_row, ent_row in rows:
-            rel = row_to_relation(rel_row)
-            result.append(
-                Neighbour(
-                    entity=row_to_entity(ent_row), relation=rel, direction="out" if rel.subject == entity_id else "in"
-                )
-            )
-        return result
+        return [_neighbour(from_id, rel_row, ent_row) for from_id, rel_row, ent_row in rows]
 
     def neighbours_of(
         self,
@@ -495,11 +487,8 @@ class BaseGraphStore(ABC):
         found: dict[str, list[Neighbour]] = {i: [] for i in ids}
         for part in _chunks(ids, chunk):
             for from_id, rel_row, ent_row in self._expand(part, _types(rel_types), direction, False, 100_000_000):
-                mine = found[from_id]
-                if len(mine) < limit:
-                    rel = row_to_relation(rel_row)
-                    side: Literal["out", "in"] = "out" if rel.subject == from_id else "in"
-                    mine.append(Neighbour(entity=row_to_entity(ent_row), relation=rel, direction=side))
+                if len(found[from_id]) < limit:
+                    found[from_id].append(_neighbour(from_id, rel_row, ent_row))
         return found
 
     def neighbourhood(
@@ -700,6 +689,12 @@ class BaseGraphStore(ABC):
 
 def _replaced(source: str, replacing: frozenset[str]) -> bool:
     return source in replacing or any(r.endswith(":") and source.startswith(r) for r in replacing)
+
+
+def _neighbour(from_id: str, rel_row: Any, ent_row: Any) -> Neighbour:
+    """A row of :meth:`BaseGraphStore._expand` as a neighbour of ``from_id``, on the side it lies."""
+    rel = row_to_relation(rel_row)
+    return Neighbour(entity=row_to_entity(ent_row), relation=rel, direction="out" if rel.subject == from_id else "in")
 
 
 def _types(rel_types: Sequence[str] | None) -> list[str] | None:
